@@ -1,0 +1,240 @@
+/*
+ * attn — scaled dot-product attention on CPUs, behind a plain C API.
+ *
+ * Conventions used by every function below:
+ *   - Sizes and strides are int64_t and counted in elements (floats), never bytes.
+ *   - Every float tensor has its last dimension contiguous (stride 1); the other
+ *     dimensions are addressed through the strides given with it.
+ *   - Every compute call takes a context first; NULL means the process-wide default
+ *     context (ATTN_IMPL_AUTO, ATTN_ISA_AUTO, all hardware threads).
+ *   - A call returns ATTN_OK or an error status. On any status other than ATTN_OK no
+ *     output buffer has been written, and attn_last_error() explains what was wrong.
+ *   - No function calls abort() and no C++ exception crosses this interface.
+ *
+ * This header is C99 and C++ compatible and includes only <stddef.h> and <stdint.h>.
+ */
+#ifndef ATTN_ATTN_H
+#define ATTN_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Version, status, errors                                                   */
+/* ------------------------------------------------------------------------- */
+
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_PATCH 0
+
+/* "0.1.0": the version of the library actually linked. */
+const char *attn_version(void);
+
+typedef enum attn_status {
+    ATTN_OK = 0,
+    ATTN_INVALID_ARGUMENT = 1, /* null pointer, size < allowed, size product overflows, bad stride,
+                                  p out of range, aliasing */
+    ATTN_OUT_OF_MEMORY = 2,
+    ATTN_UNSUPPORTED = 3,      /* well formed, but not available here (e.g. an ISA this CPU lacks) */
+    ATTN_INTERNAL_ERROR = 4
+} attn_status;
+
+/* Static text for a status; never NULL, also for values outside the enum. */
+const char *attn_status_string(attn_status s);
+
+/* This thread's message for its last failed call, "" if none. It names the function,
+ * the argument and the offending value, e.g.
+ * "attn_sdpa_f32: desc->len_q = -3, must be >= 1". Valid until this thread's next call. */
+const char *attn_last_error(void);
+
+/* ------------------------------------------------------------------------- */
+/* Context: implementation, instruction set, threads                         */
+/* ------------------------------------------------------------------------- */
+
+typedef struct attn_context attn_context;
+
+typedef enum attn_impl {
+    ATTN_IMPL_AUTO = 0,      /* the fastest correct path */
+    ATTN_IMPL_REFERENCE = 1, /* naive scalar loops: the oracle every fast path is tested against */
+    ATTN_IMPL_SIMD = 2       /* cache-blocked xsimd kernels, parallel with oneTBB */
+} attn_impl;
+
+typedef enum attn_isa {
+    ATTN_ISA_AUTO = 0, /* the best the CPU supports */
+    ATTN_ISA_SCALAR = 1,
+    ATTN_ISA_SSE4 = 2,
+    ATTN_ISA_AVX2 = 3,
+    ATTN_ISA_AVX512 = 4
+} attn_isa;
+
+typedef struct attn_config {
+    attn_impl impl;
+    attn_isa max_isa; /* cap for runtime dispatch; above what the CPU has -> ATTN_UNSUPPORTED */
+    int num_threads;  /* 0 = all hardware threads; n >= 1 = at most n */
+} attn_config;
+
+/* Fills *cfg with the defaults: ATTN_IMPL_AUTO, ATTN_ISA_AUTO, 0 threads (= all). */
+void attn_config_init(attn_config *cfg);
+
+/* Creates a context; cfg NULL = defaults. A context owns its thread pool and may be
+ * used by several threads at once. With a given context, results are bitwise identical
+ * for every num_threads and every run. */
+attn_status attn_context_create(const attn_config *cfg, attn_context **ctx);
+
+/* Destroys a context; NULL is fine. */
+void attn_context_destroy(attn_context *ctx);
+
+/* The instruction set the context's kernels use: "avx512", "avx2", "sse4" or "scalar"
+ * (the reference implementation always reports "scalar"). NULL = the default context. */
+const char *attn_context_isa(const attn_context *ctx);
+
+/* The number of threads the context computes with (>= 1). NULL = the default context. */
+int attn_context_num_threads(const attn_context *ctx);
+
+/* ------------------------------------------------------------------------- */
+/* Matrix product                                                            */
+/* ------------------------------------------------------------------------- */
+
+typedef enum attn_trans { ATTN_NO_TRANS = 0, ATTN_TRANS = 1 } attn_trans;
+
+/* Row-major C[m,n] = alpha * op(A) * op(B) + beta * C, as cblas_sgemm(CblasRowMajor, ...).
+ *   op(A) is [m,k]: A is stored [m, lda] (NO_TRANS, lda >= k) or [k, lda] (TRANS, lda >= m).
+ *   op(B) is [k,n]: B is stored [k, ldb] (NO_TRANS, ldb >= n) or [n, ldb] (TRANS, ldb >= k).
+ *   C is [m, ldc], ldc >= n.
+ * Sizes may be 0 (nothing to do). When beta == 0, C is not read (NaN in C is ignored). */
+attn_status attn_gemm_f32(attn_context *ctx, attn_trans trans_a, attn_trans trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *a, int64_t lda, const float *b, int64_t ldb,
+                          float beta, float *c, int64_t ldc);
+
+/* ------------------------------------------------------------------------- */
+/* Softmax                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* y[i,:] = softmax(scale * x[i,:]) for i < rows; x is [rows, ldx], y is [rows, ldy].
+ * Stable for any finite magnitude (1e30 included). -INFINITY entries get weight 0; a row
+ * that is all -INFINITY becomes all zeros; a NaN in a row makes that row NaN.
+ * x == y with ldx == ldy (in place) is allowed; any other overlap is rejected. */
+attn_status attn_softmax_f32(attn_context *ctx, int64_t rows, int64_t cols, float scale,
+                             const float *x, int64_t ldx, float *y, int64_t ldy);
+
+/* ------------------------------------------------------------------------- */
+/* Scaled dot-product attention                                              */
+/* ------------------------------------------------------------------------- */
+
+typedef enum attn_causal {
+    ATTN_CAUSAL_NONE = 0,
+    ATTN_CAUSAL_TOP_LEFT = 1,    /* query i sees keys j <= i                    */
+    ATTN_CAUSAL_BOTTOM_RIGHT = 2 /* query i sees keys j <= i + (len_kv - len_q) */
+} attn_causal;
+
+/* Strides, in elements, of a [batch, head, seq, dim] tensor whose dim is contiguous.
+ * Dense BHSD: {heads*seq*dim, seq*dim, dim}. BSHD: {seq*heads*dim, dim, heads*dim}. */
+typedef struct attn_layout {
+    int64_t batch, head, seq;
+} attn_layout;
+
+typedef struct attn_sdpa_desc {
+    int64_t batch, heads_q, heads_kv, len_q, len_kv, dim_qk, dim_v;
+    /* q: [batch, heads_q, len_q, dim_qk]   k: [batch, heads_kv, len_kv, dim_qk]
+     * v: [batch, heads_kv, len_kv, dim_v]  out: [batch, heads_q, len_q, dim_v]
+     * init: dense [batch, heads, seq, dim] */
+    attn_layout q, k, v, out;
+    float scale;          /* multiplies Q K^T; init: 1/sqrt(dim_qk); 1.0f = no division */
+    attn_causal causal;
+    const float *mask;    /* optional additive mask on the scaled scores, element (b,h,i,j) at */
+    attn_layout mask_strides; /* mask[b*batch + h*head + i*seq + j]; a stride of 0 broadcasts;
+                                 h is the query head                                           */
+    const int32_t *kv_len;    /* optional [batch]: keys j >= kv_len[b] are masked (padding)     */
+    float dropout_p;          /* 0 = off; in [0,1): weight zeroed with probability p, rest /(1-p) */
+    uint64_t dropout_seed;    /* the keep/drop decision is a pure function of (seed, b, h, i, j) */
+    float *weights;           /* optional out, dense [batch, heads_q, len_q, len_kv]: softmax
+                                 probabilities before dropout (the matrix A)                   */
+    float *lse;               /* optional out, dense [batch, heads_q, len_q]: natural-log
+                                 logsumexp of the masked, scaled scores; -INFINITY if fully masked */
+} attn_sdpa_desc;
+
+/* Dense BHSD layouts, heads_q = heads_kv = heads, dim_qk = dim_v = dim, scale 1/sqrt(dim),
+ * no mask, no causal, no kv_len, no dropout, no weights, no lse. */
+void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads,
+                         int64_t len_q, int64_t len_kv, int64_t dim);
+
+/* out[b,h,i,:] = sum_j A[b,h,i,j] * v[b,h',j,:], A = softmax_j(scale * q.k + mask), with
+ * causal and kv_len masking and dropout as described in attn_sdpa_desc.
+ * Grouped-query attention: heads_q % heads_kv == 0, query head h reads key/value head
+ * h' = h / (heads_q / heads_kv). A fully masked row gives an output row of zeros (never NaN).
+ * out must not overlap q, k, v, weights or lse. Without weights, memory use stays
+ * O(len * dim): the len_q x len_kv matrix is never built. */
+attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d,
+                          const float *q, const float *k, const float *v, float *out);
+
+/* Gradients of a scalar loss with respect to q, k, v given dout (layout of out), for the
+ * same d (same mask, causal, dropout seed). lse is the forward's (NULL: recomputed).
+ * dq, dk, dv use the layouts of q, k, v; with grouped-query attention dk and dv sum over
+ * the query heads of a group. d->weights and d->lse are ignored (not written). */
+attn_status attn_sdpa_backward_f32(attn_context *ctx, const attn_sdpa_desc *d,
+                                   const float *q, const float *k, const float *v,
+                                   const float *out, const float *dout, const float *lse,
+                                   float *dq, float *dk, float *dv);
+
+/* ------------------------------------------------------------------------- */
+/* Multi-head attention                                                      */
+/* ------------------------------------------------------------------------- */
+
+typedef struct attn_mha_desc {
+    int64_t batch, len_q, len_kv, d_model, heads, heads_kv, head_dim;
+    const float *w_q, *w_k, *w_v, *w_o; /* nn.Linear layout [out, in]:
+                                           w_q [heads*head_dim, d_model],
+                                           w_k, w_v [heads_kv*head_dim, d_model],
+                                           w_o [d_model, heads*head_dim] */
+    const float *b_q, *b_k, *b_v, *b_o; /* optional biases, NULL = none */
+    attn_causal causal;
+    const int32_t *kv_len;              /* optional [batch] */
+    float dropout_p;
+    uint64_t dropout_seed;
+} attn_mha_desc;
+
+/* heads_kv = heads, head_dim = d_model / heads, no biases, no causal, no kv_len, no dropout. */
+void attn_mha_desc_init(attn_mha_desc *d, int64_t batch, int64_t len_q, int64_t len_kv,
+                        int64_t d_model, int64_t heads);
+
+/* y = concat_h(SDPA(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v)) W_o^T + b_o,
+ * the computation of PyTorch's nn.MultiheadAttention (batch_first=True) given the same
+ * weights. x_q, y: [batch, len_q, d_model]; x_kv: [batch, len_kv, d_model], == x_q for
+ * self-attention. All dense. */
+attn_status attn_mha_forward_f32(attn_context *ctx, const attn_mha_desc *d,
+                                 const float *x_q, const float *x_kv, float *y);
+
+typedef struct attn_mha_grads {
+    float *dw_q, *dw_k, *dw_v, *dw_o; /* same shapes as the weights; NULL = not wanted */
+    float *db_q, *db_k, *db_v, *db_o;
+} attn_mha_grads;
+
+/* Gradients given dy [batch, len_q, d_model]. dx_q: [batch, len_q, d_model], dx_kv:
+ * [batch, len_kv, d_model]; NULL = not wanted. For self-attention (x_kv == x_q) dx_kv may be
+ * NULL and dx_q then holds the whole gradient. Gradients are written, not accumulated. */
+attn_status attn_mha_backward_f32(attn_context *ctx, const attn_mha_desc *d,
+                                  const float *x_q, const float *x_kv, const float *dy,
+                                  float *dx_q, float *dx_kv, const attn_mha_grads *g);
+
+/* ------------------------------------------------------------------------- */
+/* Merging partial results (split keys)                                      */
+/* ------------------------------------------------------------------------- */
+
+/* Given attention outputs outs[p] ([rows, dim_v], dense) and their lses[p] ([rows])
+ * computed over disjoint sets of keys, writes the attention over the union:
+ *   lse = log sum_p exp(lses[p]),  out = sum_p exp(lses[p] - lse) * outs[p].
+ * A row whose every lses[p] is -INFINITY gives zeros and lse -INFINITY. lse may be NULL. */
+attn_status attn_merge_f32(attn_context *ctx, int64_t parts, int64_t rows, int64_t dim_v,
+                           const float *const *outs, const float *const *lses,
+                           float *out, float *lse);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ATTN_ATTN_H */

@@ -1,0 +1,54 @@
+// The drivers: one function per op, called by src/api after every argument has been
+// validated. They choose the reference or the xsimd kernels for the ISA the context
+// resolved, block the work and run it in the context's TBB arena.
+//
+// Preconditions (checked by src/api, never here): every pointer a shape needs is non-null,
+// sizes are within range, strides are valid, outputs do not overlap inputs.
+// Errors: std::bad_alloc on scratch allocation failure; nothing else is thrown on valid input.
+#pragma once
+
+#include <cstdint>
+
+#include "attn/attn.h"
+
+namespace tbb {
+inline namespace v1 {
+class task_arena;
+}
+}  // namespace tbb
+
+namespace attn::ops {
+
+// What a context tells a driver. `isa` is resolved: never ATTN_ISA_AUTO.
+// `reference` is true for ATTN_IMPL_REFERENCE and whenever isa == ATTN_ISA_SCALAR.
+struct exec {
+    bool reference = true;
+    attn_isa isa = ATTN_ISA_SCALAR;
+    tbb::task_arena *arena = nullptr;  // null: run on the calling thread only
+    int num_threads = 1;
+};
+
+void gemm(const exec &ex, attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n,
+          int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc);
+
+void softmax(const exec &ex, int64_t rows, int64_t cols, float scale, const float *x,
+             int64_t ldx, float *y, int64_t ldy);
+
+void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
+          const float *v, float *out);
+
+void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
+                   const float *v, const float *out, const float *dout, const float *lse,
+                   float *dq, float *dk, float *dv);
+
+void mha_forward(const exec &ex, const attn_mha_desc &d, const float *x_q, const float *x_kv,
+                 float *y);
+
+void mha_backward(const exec &ex, const attn_mha_desc &d, const float *x_q, const float *x_kv,
+                  const float *dy, float *dx_q, float *dx_kv, const attn_mha_grads &g);
+
+void merge(const exec &ex, int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
+           const float *const *lses, float *out, float *lse);
+
+}  // namespace attn::ops

@@ -1,0 +1,34 @@
+// The oracle: plain scalar loops anyone can check by eye, one file per op. Every fast path
+// is tested against these. Same preconditions and meaning as the C API (include/attn/attn.h);
+// arguments are already validated. Single-threaded; accumulations in float, in index order,
+// except where a comment says otherwise.
+#pragma once
+
+#include <cstdint>
+
+#include "attn/attn.h"
+
+namespace attn::ref {
+
+void gemm(attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+          int64_t ldc);
+
+void softmax(int64_t rows, int64_t cols, float scale, const float *x, int64_t ldx, float *y,
+             int64_t ldy);
+
+void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *v, float *out);
+
+void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
+                   const float *out, const float *dout, const float *lse, float *dq, float *dk,
+                   float *dv);
+
+void mha_forward(const attn_mha_desc &d, const float *x_q, const float *x_kv, float *y);
+
+void mha_backward(const attn_mha_desc &d, const float *x_q, const float *x_kv, const float *dy,
+                  float *dx_q, float *dx_kv, const attn_mha_grads &g);
+
+void merge(int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
+           const float *const *lses, float *out, float *lse);
+
+}  // namespace attn::ref
