@@ -1,0 +1,4 @@
+// The avx2 kernels: compiled with this ISA's flags only (see src/CMakeLists.txt).
+#include "kernels/instantiate.hpp"
+
+ATTN_DEFINE_KERNEL_TABLE(xsimd::fma3<xsimd::avx2>, avx2)

@@ -1,0 +1,4 @@
+// The sse4 kernels: compiled with this ISA's flags only (see src/CMakeLists.txt).
+#include "kernels/instantiate.hpp"
+
+ATTN_DEFINE_KERNEL_TABLE(xsimd::sse4_2, sse4)
