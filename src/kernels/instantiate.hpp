@@ -13,6 +13,8 @@ kernel_table make_kernel_table(const char *isa_name) {
     kernel_table t{};
     t.isa_name = isa_name;
     t.vector_floats = static_cast<int>(xsimd::batch<float, Arch>::size);
+    // --- gemm and softmax ---
+    // --- attention ---
     return t;
 }
 

@@ -15,7 +15,10 @@ namespace attn::kernels {
 struct kernel_table {
     const char *isa_name;  // "avx512", "avx2", "sse4"
     int vector_floats;     // lanes of one xsimd::batch<float, Arch>
-    // Each op adds its entry points (function pointers) and per-ISA block sizes here.
+    // Each op adds its entry points (function pointers) and per-ISA block sizes below
+    // its own marker.
+    // --- gemm and softmax ---
+    // --- attention ---
 };
 
 // The table for an ISA, or nullptr for ATTN_ISA_SCALAR / ATTN_ISA_AUTO.
