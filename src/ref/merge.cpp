@@ -1,0 +1,40 @@
+// Reference merge of attention computed over disjoint key sets:
+//   lse = log sum_p exp(lses[p]),  out = sum_p exp(lses[p] - lse) * outs[p].
+#include <cmath>
+#include <limits>
+
+#include "ref/ref.hpp"
+
+namespace attn::ref {
+
+void merge(int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
+           const float *const *lses, float *out, float *lse) {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+        float *out_row = out + r * dim_v;
+        // m = max_p lses[p][r], subtracted so the exponentials cannot overflow.
+        float m = neg_inf;
+        for (int64_t p = 0; p < parts; ++p)
+            if (lses[p][r] > m) m = lses[p][r];
+        if (m == neg_inf) {  // no part saw an unmasked key
+            for (int64_t c = 0; c < dim_v; ++c) out_row[c] = 0.0f;
+            if (lse) lse[r] = neg_inf;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int64_t p = 0; p < parts; ++p) sum += std::exp(lses[p][r] - m);
+        const float total = m + std::log(sum);
+        for (int64_t c = 0; c < dim_v; ++c) out_row[c] = 0.0f;
+        // out = sum_p w_p * outs[p][r,:], w_p = exp(lses[p][r] - lse); a -inf part has w_p = 0
+        // and is skipped so its (zero) output row cannot turn into NaN.
+        for (int64_t p = 0; p < parts; ++p) {
+            if (lses[p][r] == neg_inf) continue;
+            const float w = std::exp(lses[p][r] - total);
+            const float *part_row = outs[p] + r * dim_v;
+            for (int64_t c = 0; c < dim_v; ++c) out_row[c] += w * part_row[c];
+        }
+        if (lse) lse[r] = total;
+    }
+}
+
+}  // namespace attn::ref

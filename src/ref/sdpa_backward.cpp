@@ -1,0 +1,93 @@
+// Reference backward of scaled dot-product attention, one query row at a time. With
+// P = softmax(S) (before dropout), z the dropout factors, Pd = P * z and out = Pd V:
+//   dV   += Pd^T dO
+//   dP    = (dO V^T) * z
+//   D_i   = sum_j P_ij dP_ij
+//   dS    = P * (dP - D)
+//   dQ    = scale * dS K,   dK += scale * dS^T Q
+// Grouped-query heads accumulate into their shared dK, dV rows.
+#include <vector>
+
+#include "ref/ref.hpp"
+#include "ref/sdpa_row.hpp"
+
+namespace attn::ref {
+
+namespace {
+
+// Zeroes the [batch, heads, len, dim] rows of a strided tensor (only rows inside len, so a
+// KV cache's unused capacity is left alone).
+void zero_rows(float *x, const attn_layout &l, int64_t batch, int64_t heads, int64_t len,
+               int64_t dim) {
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t j = 0; j < len; ++j) {
+                float *row = x + b * l.batch + h * l.head + j * l.seq;
+                for (int64_t c = 0; c < dim; ++c) row[c] = 0.0f;
+            }
+}
+
+}  // namespace
+
+void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
+                   const float * /*out: D is formed from P and dP instead*/, const float *dout,
+                   const float *lse, float *dq, float *dk, float *dv) {
+    zero_rows(dq, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
+    zero_rows(dk, d.k, d.batch, d.heads_kv, d.len_kv, d.dim_qk);
+    zero_rows(dv, d.v, d.batch, d.heads_kv, d.len_kv, d.dim_v);
+
+    std::vector<float> p(static_cast<size_t>(d.len_kv));   // scores, then P
+    std::vector<float> z(static_cast<size_t>(d.len_kv));   // dropout factors
+    std::vector<float> dp(static_cast<size_t>(d.len_kv));  // dP, then dS
+    for (int64_t b = 0; b < d.batch; ++b) {
+        for (int64_t h = 0; h < d.heads_q; ++h) {
+            const int64_t hk = sdpa_row::kv_head(d, h);
+            const float *k_head = k + b * d.k.batch + hk * d.k.head;
+            const float *v_head = v + b * d.v.batch + hk * d.v.head;
+            float *dk_head = dk + b * d.k.batch + hk * d.k.head;
+            float *dv_head = dv + b * d.v.batch + hk * d.v.head;
+            for (int64_t i = 0; i < d.len_q; ++i) {
+                const int64_t row = (b * d.heads_q + h) * d.len_q + i;
+                const float *q_row = q + b * d.q.batch + h * d.q.head + i * d.q.seq;
+                const float *dout_row = dout + b * d.out.batch + h * d.out.head + i * d.out.seq;
+                float *dq_row = dq + b * d.q.batch + h * d.q.head + i * d.q.seq;
+
+                const float m = sdpa_row::scores(d, q, k, b, h, i, p.data());
+                if (m == sdpa_row::neg_inf) continue;  // fully masked: no gradient flows
+                const float row_lse = lse ? lse[row] : sdpa_row::logsumexp(p.data(), d.len_kv, m);
+                for (int64_t j = 0; j < d.len_kv; ++j) p[j] = std::exp(p[j] - row_lse);
+                sdpa_row::dropout_factors(d, b, h, i, z.data());
+
+                // dV_j += (P_j z_j) dO_i;  dP_j = z_j (dO_i . V_j);  D = sum_j P_j dP_j
+                float big_d = 0.0f;
+                for (int64_t j = 0; j < d.len_kv; ++j) {
+                    dp[j] = 0.0f;
+                    if (p[j] == 0.0f) continue;  // masked key: no contribution either way
+                    const float *v_row = v_head + j * d.v.seq;
+                    float *dv_row = dv_head + j * d.v.seq;
+                    const float pd = p[j] * z[j];
+                    float dot = 0.0f;
+                    for (int64_t c = 0; c < d.dim_v; ++c) {
+                        dv_row[c] += pd * dout_row[c];
+                        dot += dout_row[c] * v_row[c];
+                    }
+                    dp[j] = dot * z[j];
+                    big_d += p[j] * dp[j];
+                }
+                // dS_j = P_j (dP_j - D); dQ_i += scale dS_j K_j; dK_j += scale dS_j Q_i
+                for (int64_t j = 0; j < d.len_kv; ++j) {
+                    if (p[j] == 0.0f) continue;
+                    const float ds = d.scale * (p[j] * (dp[j] - big_d));
+                    const float *k_row = k_head + j * d.k.seq;
+                    float *dk_row = dk_head + j * d.k.seq;
+                    for (int64_t c = 0; c < d.dim_qk; ++c) {
+                        dq_row[c] += ds * k_row[c];
+                        dk_row[c] += ds * q_row[c];
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace attn::ref
