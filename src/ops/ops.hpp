@@ -9,13 +9,9 @@
 
 #include <cstdint>
 
-#include "attn/attn.h"
+#include <tbb/task_arena.h>
 
-namespace tbb {
-inline namespace v1 {
-class task_arena;
-}
-}  // namespace tbb
+#include "attn/attn.h"
 
 namespace attn::ops {
 

@@ -1,0 +1,146 @@
+// Vector math for the kernels, templated on the xsimd Arch: a fast exp, horizontal
+// reductions, and the few places where xsimd versions differ (kept here, and only here).
+//
+// Everything in this header is a template on Arch: it is compiled once per ISA inside
+// src/kernels/arch/<isa>.cpp with that ISA's flags. A non-template inline function here
+// would be compiled with several different flag sets under one name, and the linker could
+// keep the AVX-512 copy for the whole program (ODR); so none are allowed, nor calls to
+// out-of-line std:: functions.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+namespace attn::kernels {
+
+// ---- xsimd compat ----------------------------------------------------------------------
+// xsimd 8.1 (Debian 12) calls the horizontal sum `hadd`; 9.0 renamed it `reduce_add`.
+// Neither 8.1 nor 9.0 has a horizontal max.
+
+template <class Arch>
+inline float reduce_add(const xsimd::batch<float, Arch> &x) {
+#if XSIMD_VERSION_MAJOR >= 9
+    return xsimd::reduce_add(x);
+#else
+    return xsimd::hadd(x);
+#endif
+}
+
+namespace detail {
+// Lane i reads lane i ^ Step: one step of a butterfly reduction across the lanes.
+template <unsigned Step>
+struct xor_lanes {
+    static constexpr unsigned get(unsigned i, unsigned) { return i ^ Step; }
+};
+
+template <class Arch, unsigned Step>
+inline xsimd::batch<float, Arch> butterfly_max(xsimd::batch<float, Arch> x) {
+    using index_batch = xsimd::batch<uint32_t, Arch>;
+    if constexpr (Step == 0) {
+        return x;
+    } else {
+        auto partner =
+            xsimd::swizzle(x, xsimd::make_batch_constant<index_batch, xor_lanes<Step>>());
+        return butterfly_max<Arch, Step / 2>(xsimd::max(x, partner));
+    }
+}
+}  // namespace detail
+
+// Every lane holds max_i x[i]. NaN lanes may or may not win (x86 max semantics); callers
+// that must propagate NaN do so through their sums, not through the max.
+template <class Arch>
+inline xsimd::batch<float, Arch> reduce_max_broadcast(const xsimd::batch<float, Arch> &x) {
+    constexpr unsigned lanes = static_cast<unsigned>(xsimd::batch<float, Arch>::size);
+    return detail::butterfly_max<Arch, lanes / 2>(x);
+}
+
+template <class Arch>
+inline float reduce_max(const xsimd::batch<float, Arch> &x) {
+    return reduce_max_broadcast(x).get(0);
+}
+
+// max(lo, min(hi, x)), and NaN when x is NaN: x86 min/max return their second operand when
+// either is NaN, and xsimd passes its arguments through in order.
+template <class Arch>
+inline xsimd::batch<float, Arch> clamp_keep_nan(const xsimd::batch<float, Arch> &x, float lo,
+                                                float hi) {
+    using fbatch = xsimd::batch<float, Arch>;
+    return xsimd::max(fbatch(lo), xsimd::min(fbatch(hi), x));
+}
+
+// y * 2^n for integral n in [-150, 128] (as floats), rounded once: subnormal results are
+// correct and large ones overflow to +inf.
+template <class Arch>
+inline xsimd::batch<float, Arch> scale_by_pow2(const xsimd::batch<float, Arch> &y,
+                                               const xsimd::batch<float, Arch> &n) {
+    using fbatch = xsimd::batch<float, Arch>;
+    using ibatch = xsimd::batch<int32_t, Arch>;
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        return fbatch(_mm512_scalef_ps(y, n));
+    } else {
+        const ibatch n_int = xsimd::batch_cast<int32_t>(n);
+        // Common case, every 2^n a normal float: one product built from exponent bits.
+        if (!xsimd::any(xsimd::abs(n) > fbatch(126.0f)))
+            return y * xsimd::bitwise_cast<fbatch>((n_int + ibatch(127)) << 23);
+        // 2^n = 2^h * 2^(n-h), h = floor(n/2): both factors are normal floats, so the first
+        // product is exact and only the second rounds.
+        const ibatch h = n_int >> 1;
+        const fbatch scale_h = xsimd::bitwise_cast<fbatch>((h + ibatch(127)) << 23);
+        const fbatch scale_rest = xsimd::bitwise_cast<fbatch>((n_int - h + ibatch(127)) << 23);
+        return (y * scale_h) * scale_rest;
+    }
+}
+
+// ---- exp ----------------------------------------------------------------------------------
+// exp(x) = 2^n * exp(r), x = n ln2 + r, n = round(x / ln2), |r| <= ln2/2.
+// ln2 is split into a part with 9 significant bits (n * ln2_hi is exact for |n| < 2^15,
+// even without FMA) and the remainder, so r is accurate to a few units of 2^-24 |r|.
+// exp(r) is the degree-7 polynomial 1 + r + r^2/2 + ... whose coefficients from r^2 on are
+// the minimax ones of Cephes' expf, evaluated by Horner.
+// x is clamped to [-104, 89] first: exp(-104) < 2^-150 rounds to +0, exp(89) > FLT_MAX
+// overflows to +inf. NaN propagates; -inf gives +0, +inf gives +inf.
+template <class Arch>
+inline xsimd::batch<float, Arch> exp(const xsimd::batch<float, Arch> &x) {
+    using fbatch = xsimd::batch<float, Arch>;
+    const fbatch xc = clamp_keep_nan(x, -104.0f, 89.0f);
+
+    // n = round(x log2 e): adding 1.5 * 2^23 rounds to an integer in the current
+    // (nearest) rounding mode; cheaper than a round instruction on every ISA.
+    const fbatch round_magic(12582912.0f);
+    const fbatch n = xsimd::fma(xc, fbatch(1.44269504088896341f), round_magic) - round_magic;
+
+    // r = x - n ln2, in two steps.
+    fbatch r = xsimd::fnma(n, fbatch(0.693359375f), xc);
+    r = xsimd::fnma(n, fbatch(-2.12194440e-4f), r);
+
+    fbatch p(1.9875691500e-4f);
+    p = xsimd::fma(p, r, fbatch(1.3981999507e-3f));
+    p = xsimd::fma(p, r, fbatch(8.3334519073e-3f));
+    p = xsimd::fma(p, r, fbatch(4.1665795894e-2f));
+    p = xsimd::fma(p, r, fbatch(1.6666665459e-1f));
+    p = xsimd::fma(p, r, fbatch(5.0000001201e-1f));
+    p = xsimd::fma(p, r, fbatch(1.0f));
+    p = xsimd::fma(p, r, fbatch(1.0f));
+    return scale_by_pow2(p, n);
+}
+
+// y[i] = exp(x[i]) for i < count; the tail is handled with a partial load/store.
+// x == y is allowed. Used by the tests to check exp on every ISA through the kernel table.
+template <class Arch>
+void exp_array(const float *x, float *y, int64_t count) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int64_t lanes = fbatch::size;
+    int64_t i = 0;
+    for (; i + lanes <= count; i += lanes)
+        exp<Arch>(fbatch::load_unaligned(x + i)).store_unaligned(y + i);
+    if (i < count) {
+        alignas(64) float tail[lanes] = {};
+        for (int64_t j = 0; j < count - i; ++j) tail[j] = x[i + j];
+        exp<Arch>(fbatch::load_aligned(tail)).store_aligned(tail);
+        for (int64_t j = 0; j < count - i; ++j) y[i + j] = tail[j];
+    }
+}
+
+}  // namespace attn::kernels
