@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages attn needs to build, test, benchmark and plot, when missing.
+# Idempotent and quiet when everything is already installed.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config         # compiler and build
+  libxsimd-dev libtbb-dev                  # the library: SIMD kernels, thread pool
+  libgtest-dev libbenchmark-dev            # tests and benchmarks
+  libopenblas-dev libdnnl-dev              # peers the benchmarks compare against
+  python3 python3-numpy python3-matplotlib # tools/bench_report.py and its charts
+  clang                                    # the libFuzzer target
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install_deps: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "install_deps: not root and no sudo; please install: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install_deps: done"

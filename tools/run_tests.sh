@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Command 2: build attn (Release, in build/) and run the whole test suite, then build the
+# same suite with AddressSanitizer + UndefinedBehaviorSanitizer (RelWithDebInfo, in
+# build-asan/) and run it again. Exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install_deps.sh || exit 1
+jobs=$(nproc)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+summary=()
+failed=0
+
+# run_suite NAME BUILD_DIR CMAKE_ARGS...: configure, build, ctest; appends to summary.
+run_suite() {
+  local name=$1 dir=$2
+  shift 2
+  echo "== $name: configure and build in $dir/"
+  if ! cmake -S . -B "$dir" --log-level=WARNING "$@" || ! cmake --build "$dir" -j"$jobs"; then
+    summary+=("$name: BUILD FAILED")
+    failed=1
+    return
+  fi
+  echo "== $name: ctest"
+  local log="$dir/ctest-summary.log"
+  ctest --test-dir "$dir" --output-on-failure -j"$jobs" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  # ctest ends with "NN% tests passed, F tests failed out of T".
+  local line passed total
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+  if [ -n "$line" ]; then
+    total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+    passed=$((total - $(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")))
+    summary+=("$name: $passed/$total passed")
+  else
+    summary+=("$name: no test results (ctest exit $rc)")
+    rc=1
+  fi
+  [ "$rc" -eq 0 ] || failed=1
+}
+
+run_suite "Release" build -DCMAKE_BUILD_TYPE=Release
+run_suite "ASan+UBSan" build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTN_SANITIZE=ON \
+  -DATTN_BUILD_BENCH=OFF
+
+echo
+if [ "$failed" -eq 0 ]; then verdict="ALL PASSED"; else verdict="FAILED"; fi
+echo "run_tests: $verdict - $(IFS=';'; echo "${summary[*]}" | sed 's/;/; /g')"
+exit "$failed"
