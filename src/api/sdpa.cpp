@@ -1,0 +1,190 @@
+// attn_sdpa_desc_init, attn_sdpa_f32 and attn_sdpa_backward_f32: argument checks, then the
+// drivers.
+#include <cmath>
+
+#include "api/context.hpp"
+#include "api/error.hpp"
+#include "api/validate.hpp"
+#include "ops/ops.hpp"
+
+namespace attn::api {
+namespace {
+
+// Every tensor of a call that a desc describes, spans computed.
+struct sdpa_tensors {
+    tensor_ref q, k, v, out, mask, kv_len;
+};
+
+// Dense [batch, heads_q, len_q, len_kv]: the weights output. Sizes already checked.
+tensor_ref weights_tensor(const char *name, const float *p, const attn_sdpa_desc &d) {
+    return bhsd_tensor(name, p, d.batch, d.heads_q, d.len_q, d.len_kv,
+                       attn_layout{d.heads_q * d.len_q * d.len_kv, d.len_q * d.len_kv, d.len_kv});
+}
+
+// Dense [batch, heads_q, len_q], seen as a dim of 1: the lse output or input.
+tensor_ref lse_tensor(const char *name, const float *p, const attn_sdpa_desc &d) {
+    return bhsd_tensor(name, p, d.batch, d.heads_q, d.len_q, 1,
+                       attn_layout{d.heads_q * d.len_q, d.len_q, 1});
+}
+
+// The rules on the desc itself, shared by forward and backward: sizes, grouping, strides,
+// enums, scale, dropout, size products. `d` is known non-null.
+void check_desc(checker &chk, const attn_sdpa_desc &d) {
+    chk.at_least(d.batch, 1, "desc->batch");
+    chk.at_least(d.heads_q, 1, "desc->heads_q");
+    chk.at_least(d.heads_kv, 1, "desc->heads_kv");
+    chk.at_least(d.len_q, 1, "desc->len_q");
+    chk.at_least(d.len_kv, 1, "desc->len_kv");
+    chk.at_least(d.dim_qk, 1, "desc->dim_qk");
+    chk.at_least(d.dim_v, 1, "desc->dim_v");
+    if (!chk.failed() && d.heads_q % d.heads_kv != 0)
+        chk.fail(ATTN_INVALID_ARGUMENT,
+                 "desc->heads_q = %lld, must be a multiple of desc->heads_kv = %lld",
+                 (long long)d.heads_q, (long long)d.heads_kv);
+    chk.layout_strides(d.q, "desc->q");
+    chk.layout_strides(d.k, "desc->k");
+    chk.layout_strides(d.v, "desc->v");
+    chk.layout_strides(d.out, "desc->out");
+    if (d.mask) chk.layout_strides(d.mask_strides, "desc->mask_strides");
+    chk.finite(d.scale, "desc->scale");
+    chk.enum_value(d.causal, ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT, "desc->causal",
+                   "ATTN_CAUSAL_NONE (0), ATTN_CAUSAL_TOP_LEFT (1) or ATTN_CAUSAL_BOTTOM_RIGHT (2)");
+    chk.probability(d.dropout_p, "desc->dropout_p");
+
+    // Element counts of every logical tensor (scratch in the drivers is sized by these).
+    const int64_t q_dims[] = {d.batch, d.heads_q, d.len_q, d.dim_qk};
+    const int64_t k_dims[] = {d.batch, d.heads_kv, d.len_kv, d.dim_qk};
+    const int64_t v_dims[] = {d.batch, d.heads_kv, d.len_kv, d.dim_v};
+    const int64_t out_dims[] = {d.batch, d.heads_q, d.len_q, d.dim_v};
+    const int64_t scores_dims[] = {d.batch, d.heads_q, d.len_q, d.len_kv};
+    chk.product(q_dims, 4, "desc->batch * desc->heads_q * desc->len_q * desc->dim_qk");
+    chk.product(k_dims, 4, "desc->batch * desc->heads_kv * desc->len_kv * desc->dim_qk");
+    chk.product(v_dims, 4, "desc->batch * desc->heads_kv * desc->len_kv * desc->dim_v");
+    chk.product(out_dims, 4, "desc->batch * desc->heads_q * desc->len_q * desc->dim_v");
+    if (d.mask || d.weights)
+        chk.product(scores_dims, 4, "desc->batch * desc->heads_q * desc->len_q * desc->len_kv");
+}
+
+// The input tensors of the desc (q, k, v, out in their layouts; mask; kv_len), null checks,
+// spans, and the kv_len values. Used after check_desc succeeded.
+sdpa_tensors input_tensors(checker &chk, const attn_sdpa_desc &d, const float *q,
+                           const float *k, const float *v, const float *out,
+                           const char *out_name) {
+    chk.not_null(q, "q");
+    chk.not_null(k, "k");
+    chk.not_null(v, "v");
+    chk.not_null(out, out_name);
+    sdpa_tensors t;
+    t.q = bhsd_tensor("q", q, d.batch, d.heads_q, d.len_q, d.dim_qk, d.q);
+    t.k = bhsd_tensor("k", k, d.batch, d.heads_kv, d.len_kv, d.dim_qk, d.k);
+    t.v = bhsd_tensor("v", v, d.batch, d.heads_kv, d.len_kv, d.dim_v, d.v);
+    t.out = bhsd_tensor(out_name, out, d.batch, d.heads_q, d.len_q, d.dim_v, d.out);
+    if (d.mask)
+        t.mask = bhsd_tensor("desc->mask", d.mask, d.batch, d.heads_q, d.len_q, d.len_kv,
+                             d.mask_strides);
+    if (d.kv_len) t.kv_len = vector_tensor("desc->kv_len", d.kv_len, d.batch);
+    for (tensor_ref *x : {&t.q, &t.k, &t.v, &t.out, &t.mask, &t.kv_len}) chk.span(*x);
+    chk.each_in_range(d.kv_len, d.batch, 0, d.len_kv, "desc->kv_len", "desc->len_kv");
+    return t;
+}
+
+attn_status sdpa_forward(const char *fn, attn_context *ctx, const attn_sdpa_desc *d,
+                         const float *q, const float *k, const float *v, float *out) {
+    checker chk(fn);
+    chk.not_null(d, "desc");
+    if (chk.failed()) return chk.status();
+    check_desc(chk, *d);
+    if (chk.failed()) return chk.status();
+
+    sdpa_tensors t = input_tensors(chk, *d, q, k, v, out, "out");
+    tensor_ref weights, lse;
+    if (d->weights) weights = weights_tensor("desc->weights", d->weights, *d);
+    if (d->lse) lse = lse_tensor("desc->lse", d->lse, *d);
+    chk.span(weights);
+    chk.span(lse);
+    chk.injective(t.out, "desc->out");
+    // Outputs: out, weights, lse. None may overlap an input or another output.
+    chk.outputs_disjoint({&t.out, &weights, &lse}, {&t.q, &t.k, &t.v, &t.mask, &t.kv_len});
+    if (chk.failed()) return chk.status();
+
+    attn::ops::sdpa(exec_for(context_or_default(ctx)), *d, q, k, v, out);
+    return ATTN_OK;
+}
+
+attn_status sdpa_backward(const char *fn, attn_context *ctx, const attn_sdpa_desc *d,
+                          const float *q, const float *k, const float *v, const float *out,
+                          const float *dout, const float *lse, float *dq, float *dk,
+                          float *dv) {
+    checker chk(fn);
+    chk.not_null(d, "desc");
+    if (chk.failed()) return chk.status();
+    check_desc(chk, *d);
+    if (chk.failed()) return chk.status();
+
+    sdpa_tensors t = input_tensors(chk, *d, q, k, v, out, "out");
+    chk.not_null(dout, "dout");
+    chk.not_null(dq, "dq");
+    chk.not_null(dk, "dk");
+    chk.not_null(dv, "dv");
+    tensor_ref t_dout = bhsd_tensor("dout", dout, d->batch, d->heads_q, d->len_q, d->dim_v, d->out);
+    tensor_ref t_lse;
+    if (lse) t_lse = lse_tensor("lse", lse, *d);
+    // The gradients use the layouts of q, k, v, which must therefore be injective.
+    tensor_ref t_dq = bhsd_tensor("dq", dq, d->batch, d->heads_q, d->len_q, d->dim_qk, d->q);
+    tensor_ref t_dk = bhsd_tensor("dk", dk, d->batch, d->heads_kv, d->len_kv, d->dim_qk, d->k);
+    tensor_ref t_dv = bhsd_tensor("dv", dv, d->batch, d->heads_kv, d->len_kv, d->dim_v, d->v);
+    for (tensor_ref *x : {&t_dout, &t_lse, &t_dq, &t_dk, &t_dv}) chk.span(*x);
+    chk.injective(t_dq, "desc->q");
+    chk.injective(t_dk, "desc->k");
+    chk.injective(t_dv, "desc->v");
+    chk.outputs_disjoint({&t_dq, &t_dk, &t_dv},
+                         {&t.q, &t.k, &t.v, &t.out, &t_dout, &t_lse, &t.mask, &t.kv_len});
+    if (chk.failed()) return chk.status();
+
+    attn::ops::sdpa_backward(exec_for(context_or_default(ctx)), *d, q, k, v, out, dout, lse, dq,
+                             dk, dv);
+    return ATTN_OK;
+}
+
+}  // namespace
+}  // namespace attn::api
+
+extern "C" {
+
+void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads, int64_t len_q,
+                         int64_t len_kv, int64_t dim) {
+    if (!d) return;
+    *d = attn_sdpa_desc{};
+    d->batch = batch;
+    d->heads_q = d->heads_kv = heads;
+    d->len_q = len_q;
+    d->len_kv = len_kv;
+    d->dim_qk = d->dim_v = dim;
+    // Dense [batch, heads, seq, dim]. Products wrap like unsigned arithmetic instead of
+    // overflowing: absurd sizes are reported by the compute call, not here.
+    auto mul = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); };
+    const attn_layout q{mul(mul(heads, len_q), dim), mul(len_q, dim), dim};
+    const attn_layout kv{mul(mul(heads, len_kv), dim), mul(len_kv, dim), dim};
+    d->q = d->out = q;
+    d->k = d->v = kv;
+    d->scale = dim > 0 ? float(1.0 / std::sqrt(double(dim))) : 1.0f;
+    d->causal = ATTN_CAUSAL_NONE;
+}
+
+attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d, const float *q,
+                          const float *k, const float *v, float *out) {
+    static const char *const fn = "attn_sdpa_f32";
+    return attn::api::guarded(fn, [&] { return attn::api::sdpa_forward(fn, ctx, d, q, k, v, out); });
+}
+
+attn_status attn_sdpa_backward_f32(attn_context *ctx, const attn_sdpa_desc *d, const float *q,
+                                   const float *k, const float *v, const float *out,
+                                   const float *dout, const float *lse, float *dq, float *dk,
+                                   float *dv) {
+    static const char *const fn = "attn_sdpa_backward_f32";
+    return attn::api::guarded(fn, [&] {
+        return attn::api::sdpa_backward(fn, ctx, d, q, k, v, out, dout, lse, dq, dk, dv);
+    });
+}
+
+}  // extern "C"
