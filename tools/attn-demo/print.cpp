@@ -41,7 +41,8 @@ char shade(float w) {
 void print_heat_map(const char *name, const matrix &a) {
     std::printf("%s as a heat map (shade by weight: ' .:-=+*#%%@' = 0 .. 1)\n", name);
     std::printf("            ");
-    for (int64_t j = 0; j < a.cols; ++j) std::printf(" key%-2lld", static_cast<long long>(j + 1));
+    for (int64_t j = 0; j < a.cols; ++j)
+        std::printf(" key%lld%s", static_cast<long long>(j + 1), j + 1 < a.cols ? " " : "");
     std::printf("\n");
     for (int64_t i = 0; i < a.rows; ++i) {
         std::printf("    query %lld ", static_cast<long long>(i + 1));
