@@ -29,7 +29,14 @@ else
   echo "install_deps: not root and no sudo; please install: ${missing[*]}" >&2
   exit 1
 fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Quiet on success; on failure show what apt said. Wait for a dpkg lock held by another apt.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300)
+if ! { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq --no-install-recommends \
+         "${missing[@]}"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "install_deps: apt-get failed" >&2
+  exit 1
+fi
 echo "install_deps: done"
