@@ -2,6 +2,7 @@
 // deterministic random tensors, and tolerance comparisons.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "attn/attn.h"
+#include "ref/dropout.hpp"
 
 namespace attn_test {
 
@@ -79,6 +81,99 @@ inline double max_rel_error(const float *got, const float *want, size_t n) {
             continue;
         }
         double e = std::fabs(double(got[i]) - double(want[i])) / (1.0 + std::fabs(double(want[i])));
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+// ---------------------------------------------------------------------------------------
+// Value-test helpers: a fixture holding a context for the path under test, and a
+// double-precision attention forward written independently of the library (the oracle's
+// oracle), used by the sdpa, backward and merge tests.
+
+// Parameterised fixture: ctx() is a context for GetParam() (all hardware threads).
+class path_test : public testing::TestWithParam<path> {
+  protected:
+    void SetUp() override {
+        ctx_ = make_context(GetParam().impl, GetParam().isa);
+        ASSERT_TRUE(ctx_) << "cannot create a context for " << GetParam().name;
+    }
+    attn_context *ctx() const { return ctx_.get(); }
+
+  private:
+    context_ptr ctx_;
+};
+
+inline std::vector<double> to_double(const std::vector<float> &x) {
+    return std::vector<double>(x.begin(), x.end());
+}
+
+// Attention in double over dense BHSD tensors q [B,Hq,Lq,Dqk], k [B,Hkv,Lkv,Dqk],
+// v [B,Hkv,Lkv,Dv]; returns out [B,Hq,Lq,Dv]. Takes from d: the shapes, scale, causal,
+// mask (with its strides), kv_len and dropout (through src/ref/dropout.hpp, the generator
+// the API specifies); d's layouts, weights and lse are ignored. Fills *lse ([B,Hq,Lq],
+// -inf for a fully masked row) when given.
+inline std::vector<double> sdpa_double(const attn_sdpa_desc &d, const std::vector<double> &q,
+                                       const std::vector<double> &k,
+                                       const std::vector<double> &v,
+                                       std::vector<double> *lse = nullptr) {
+    const int64_t B = d.batch, Hq = d.heads_q, Hkv = d.heads_kv, Lq = d.len_q, Lk = d.len_kv;
+    const int64_t Dk = d.dim_qk, Dv = d.dim_v, group = Hq / Hkv;
+    std::vector<double> out(size_t(B * Hq * Lq * Dv), 0.0);
+    if (lse) lse->assign(size_t(B * Hq * Lq), -INFINITY);
+    std::vector<double> s(static_cast<size_t>(Lk));
+    std::vector<bool> seen(static_cast<size_t>(Lk));
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hq; ++h)
+            for (int64_t i = 0; i < Lq; ++i) {
+                const int64_t hk = h / group;
+                double m = -INFINITY;
+                for (int64_t j = 0; j < Lk; ++j) {
+                    bool visible = true;
+                    if (d.causal == ATTN_CAUSAL_TOP_LEFT) visible = j <= i;
+                    if (d.causal == ATTN_CAUSAL_BOTTOM_RIGHT) visible = j <= i + Lk - Lq;
+                    if (d.kv_len && j >= d.kv_len[b]) visible = false;
+                    double dot = 0.0;
+                    for (int64_t c = 0; c < Dk; ++c)
+                        dot += q[size_t(((b * Hq + h) * Lq + i) * Dk + c)] *
+                               k[size_t(((b * Hkv + hk) * Lk + j) * Dk + c)];
+                    s[j] = double(d.scale) * dot;
+                    if (d.mask)
+                        s[j] += d.mask[b * d.mask_strides.batch + h * d.mask_strides.head +
+                                       i * d.mask_strides.seq + j];
+                    seen[j] = visible && s[j] != -INFINITY;
+                    if (seen[j]) m = std::max(m, s[j]);
+                }
+                if (m == -INFINITY) continue;  // fully masked: zeros, lse -inf
+                double sum = 0.0;
+                for (int64_t j = 0; j < Lk; ++j) sum += seen[j] ? std::exp(s[j] - m) : 0.0;
+                const uint32_t key = attn::dropout::row_key(d.dropout_seed, b, h, i);
+                const uint32_t thresh = attn::dropout::threshold(d.dropout_p);
+                for (int64_t j = 0; j < Lk; ++j) {
+                    if (!seen[j]) continue;
+                    double w = std::exp(s[j] - m) / sum;
+                    if (d.dropout_p > 0.0f)
+                        w = attn::dropout::dropped(key, j, thresh) ? 0.0 : w / (1.0 - d.dropout_p);
+                    for (int64_t c = 0; c < Dv; ++c)
+                        out[size_t(((b * Hq + h) * Lq + i) * Dv + c)] +=
+                            w * v[size_t(((b * Hkv + hk) * Lk + j) * Dv + c)];
+                }
+                if (lse) (*lse)[size_t((b * Hq + h) * Lq + i)] = m + std::log(sum);
+            }
+    return out;
+}
+
+// max |got - want| / (1 + |want|) of a float result against a double oracle.
+inline double max_rel_error(const std::vector<float> &got, const std::vector<double> &want) {
+    if (got.size() != want.size()) return INFINITY;
+    double worst = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (std::isinf(want[i]) || std::isinf(got[i])) {
+            if (double(got[i]) != want[i]) return INFINITY;
+            continue;
+        }
+        const double e = std::fabs(double(got[i]) - want[i]) / (1.0 + std::fabs(want[i]));
+        if (std::isnan(e)) return NAN;
         if (e > worst) worst = e;
     }
     return worst;
