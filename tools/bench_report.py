@@ -1,0 +1,556 @@
+#!/usr/bin/python3
+"""Runs attn_bench and turns its Google Benchmark JSON into tables and charts.
+
+  bench_report.py summary BUILD/bench/attn_bench
+      A short run over a few shapes per op; prints reference vs SIMD (best ISA),
+      1 thread vs N threads, and attn vs OpenBLAS/oneDNN where present.
+  bench_report.py charts BUILD/bench/attn_bench --out docs/charts [--json FILE]
+      The full benchmark set (or a saved JSON run); writes PNG charts next to
+      docs/performance.md with the tables of that one run.
+
+Benchmark names follow op/<impl>/<isa>/threads:<n>/<shape>, e.g.
+  sdpa/simd/avx512/threads:2/H8_L2048_D64_causal
+  gemm/openblas/-/threads:1/2048x2048x2048
+  machine/fma_peak/avx512/threads:1
+Every ratio printed comes from one run, so it survives a noisy machine better than the
+absolute times do.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+
+ISA_ORDER = ["sse4", "avx2", "avx512"]          # best last
+REFERENCE_IMPLS = ("ref", "reference")
+SIMD_IMPLS = ("simd",)
+PEER_ORDER = ["openblas", "blas", "onednn", "dnnl"]
+TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+# Suffixes Google Benchmark appends to a name (UseRealTime(), MinTime(), ...).
+NAME_SUFFIX = re.compile(r"^(real_time|process_time|manual_time|min_time:.*|iterations:.*|"
+                         r"repeats:.*|min_warmup_time:.*)$")
+
+
+# ----------------------------------------------------------------------------------------
+# Reading a run
+
+class Result:
+    """One benchmark: its name split into fields, its wall time and its GFLOP/s."""
+
+    def __init__(self, entry):
+        self.name = entry.get("run_name") or entry["name"]
+        parts = [p for p in self.name.split("/") if not NAME_SUFFIX.match(p)]
+        self.op = parts[0] if parts else self.name
+        self.impl = parts[1] if len(parts) > 1 else "-"
+        self.isa = parts[2] if len(parts) > 2 else "-"
+        self.threads = 1
+        rest = parts[3:]
+        if rest and rest[0].startswith("threads:"):
+            self.threads = int(rest[0].split(":", 1)[1])
+            rest = rest[1:]
+        self.shape = "/".join(rest)
+        self.seconds = float(entry["real_time"]) * TIME_UNITS.get(entry.get("time_unit", "ns"), 1e-9)
+        self.gflops = gflops_of(entry)
+        self.error = entry.get("error_occurred", False)
+
+    def better_than(self, other):
+        return other is None or self.seconds < other.seconds
+
+
+def gflops_of(entry):
+    """GFLOP/s from the benchmark's counters (rate counters arrive per second)."""
+    for key in ("GFLOP/s", "GFLOPS", "gflops", "Gflops"):
+        if key in entry:
+            return float(entry[key])
+    for key in ("FLOP/s", "FLOPS", "flops", "flop/s", "Flops"):
+        if key in entry:
+            return float(entry[key]) / 1e9
+    return None
+
+
+class Run:
+    """All results of one benchmark run, indexed by (op, impl, isa, threads, shape)."""
+
+    def __init__(self, doc):
+        self.context = doc.get("context", {})
+        self.results = {}
+        for entry in doc.get("benchmarks", []):
+            if entry.get("run_type") == "aggregate" and entry.get("aggregate_name") != "min":
+                continue
+            r = Result(entry)
+            if r.error:
+                continue
+            key = (r.op, r.impl, r.isa, r.threads, r.shape)
+            if r.better_than(self.results.get(key)):
+                self.results[key] = r
+
+    def select(self, op=None, impl=None, isa=None, threads=None, shape=None):
+        out = []
+        for (o, i, a, t, s), r in self.results.items():
+            if op is not None and o != op:
+                continue
+            if impl is not None and i not in ((impl,) if isinstance(impl, str) else impl):
+                continue
+            if isa is not None and a != isa:
+                continue
+            if threads is not None and t != threads:
+                continue
+            if shape is not None and s != shape:
+                continue
+            out.append(r)
+        return out
+
+    def ops(self):
+        return sorted({r.op for r in self.results.values() if r.op != "machine"})
+
+    def shapes(self, op):
+        return sorted({r.shape for r in self.select(op=op)}, key=shape_size)
+
+    def thread_counts(self):
+        return sorted({r.threads for r in self.results.values()})
+
+    def best_isa(self, op=None):
+        isas = {r.isa for r in self.select(op=op, impl=SIMD_IMPLS)}
+        ranked = [i for i in ISA_ORDER if i in isas]
+        return ranked[-1] if ranked else None
+
+    def peers(self, op):
+        found = {r.impl for r in self.select(op=op)} - set(REFERENCE_IMPLS) - set(SIMD_IMPLS)
+        return sorted(found, key=lambda p: PEER_ORDER.index(p) if p in PEER_ORDER else 99)
+
+    def one(self, **kw):
+        """The fastest matching result, or None."""
+        best = None
+        for r in self.select(**kw):
+            if r.better_than(best):
+                best = r
+        return best
+
+    def fma_peak(self, isa, threads):
+        r = self.one(op="machine", impl="fma_peak", isa=isa, threads=threads)
+        return r.gflops if r else None
+
+
+def shape_size(shape):
+    """Orders shapes by the product of the numbers in them (then by name)."""
+    size = 1
+    for n in re.findall(r"\d+", shape):
+        size *= int(n)
+    return (size, shape)
+
+
+def shape_numbers(shape):
+    """L and D of an attention shape such as H8_L2048_D64_causal (None when absent)."""
+    fields = dict(re.findall(r"(?:^|_)([A-Za-z]+)(\d+)", shape))
+    return {k: int(v) for k, v in fields.items()}
+
+
+# ----------------------------------------------------------------------------------------
+# Running the benchmark binary
+
+def run_bench(binary, filter_regex, min_time, json_out):
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"bench_report: {binary} is not an executable benchmark binary")
+    cmd = [binary, f"--benchmark_min_time={min_time}", f"--benchmark_out={json_out}",
+           "--benchmark_out_format=json"]
+    if filter_regex:
+        cmd.append(f"--benchmark_filter={filter_regex}")
+    print("running: " + " ".join(cmd), file=sys.stderr)
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"bench_report: {binary} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    with open(json_out) as f:
+        return json.load(f), cmd
+
+
+def list_benchmarks(binary):
+    done = subprocess.run([binary, "--benchmark_list_tests=true"], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"bench_report: {binary} --benchmark_list_tests failed:\n{done.stderr[-2000:]}")
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def summary_filter(names, per_op):
+    """A regex selecting, for each op, `per_op` middle-sized shapes that have a reference
+    (so every row of the summary has something to compare), plus the machine's FMA peak."""
+    by_op = {}
+    for name in names:
+        fake = Result({"name": name, "real_time": 0})
+        by_op.setdefault(fake.op, {}).setdefault(fake.shape, set()).add(fake.impl)
+    chosen = []
+    for op, shapes in sorted(by_op.items()):
+        if op == "machine":
+            chosen.append(re.escape(op) + "/")
+            continue
+        with_ref = [s for s, impls in shapes.items() if set(impls) & set(REFERENCE_IMPLS)]
+        pool = sorted(with_ref or shapes, key=shape_size)
+        # the middle of the sweep: big enough to be representative, small enough for the
+        # reference to finish quickly
+        mid = max(0, (len(pool) - per_op) // 2)
+        for s in pool[mid:mid + per_op]:
+            chosen.append(re.escape(op) + "/.*/threads:[0-9]+/" + re.escape(s) + "$")
+    return "|".join(f"({c})" for c in chosen)
+
+
+# ----------------------------------------------------------------------------------------
+# Tables
+
+def fmt_ms(r):
+    return "n/a" if r is None else f"{r.seconds * 1e3:.3g}"
+
+
+def fmt_ratio(num, den):
+    if num is None or den is None or num.seconds <= 0:
+        return "n/a"
+    return f"{den.seconds / num.seconds:.2f}x"
+
+
+def fmt_gflops(r):
+    return "n/a" if r is None or r.gflops is None else f"{r.gflops:.1f}"
+
+
+def summary_rows(run):
+    """One row per (op, shape): reference, SIMD on the best ISA at 1 and N threads, peers."""
+    n = max(run.thread_counts(), default=1)
+    header = ["op/shape", "ref ms", "simd 1t ms", "isa", "simd/ref", f"simd {n}t ms",
+              "GFLOP/s", f"{n}t/1t", "peer", f"peer {n}t ms", "attn/peer"]
+    rows = []
+    for op in run.ops():
+        isa = run.best_isa(op)
+        for shape in run.shapes(op):
+            ref = run.one(op=op, impl=REFERENCE_IMPLS, shape=shape)
+            s1 = run.one(op=op, impl=SIMD_IMPLS, isa=isa, threads=1, shape=shape) if isa else None
+            sn = run.one(op=op, impl=SIMD_IMPLS, isa=isa, threads=n, shape=shape) if isa else None
+            peers = run.peers(op)
+            peer_name, pn = "n/a", None
+            for p in peers:
+                pn = run.one(op=op, impl=p, threads=n, shape=shape)
+                if pn:
+                    peer_name = p
+                    break
+            rows.append([f"{op}/{shape}", fmt_ms(ref), fmt_ms(s1), isa or "n/a",
+                         fmt_ratio(s1, ref), fmt_ms(sn), fmt_gflops(sn), fmt_ratio(sn, s1),
+                         peer_name, fmt_ms(pn), fmt_ratio(sn, pn)])
+    return header, rows
+
+
+def peak_rows(run):
+    """Measured FMA peak per ISA and thread count, and the best SIMD op's fraction of it."""
+    header = ["isa", "threads", "FMA peak GFLOP/s", "best gemm GFLOP/s", "gemm/peak",
+              "best sdpa GFLOP/s", "sdpa/peak"]
+    rows = []
+    for isa in ISA_ORDER:
+        for t in run.thread_counts():
+            peak = run.fma_peak(isa, t)
+            if peak is None:
+                continue
+            row = [isa, str(t), f"{peak:.1f}"]
+            for op in ("gemm", "sdpa"):
+                best = max((r.gflops for r in run.select(op=op, impl=SIMD_IMPLS, isa=isa, threads=t)
+                            if r.gflops), default=None)
+                row += ["n/a", "n/a"] if best is None else [f"{best:.1f}", f"{best / peak:.0%}"]
+            rows.append(row)
+    return header, rows
+
+
+def text_table(header, rows):
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def markdown_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def machine_description(run):
+    ctx = run.context
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    caches = ", ".join(f"L{c['level']} {c['type'].lower()} {c['size'] // 1024} KiB"
+                       for c in ctx.get("caches", []))
+    return (f"{model}; {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz; "
+            f"{caches}; {platform.system()} {platform.release()}; "
+            f"benchmark library build: {ctx.get('library_build_type', '?')}; "
+            f"run {ctx.get('date', '?')}")
+
+
+# ----------------------------------------------------------------------------------------
+# Charts
+
+def series_label(r):
+    if r.impl in SIMD_IMPLS:
+        return f"attn simd {r.isa}"
+    if r.impl in REFERENCE_IMPLS:
+        return "attn reference"
+    return r.impl if r.isa in ("-", "") else f"{r.impl} {r.isa}"
+
+
+def chart_sdpa_seq_len(run, plt, out_dir, dim):
+    """GFLOP/s against sequence length for each implementation, one head dimension."""
+    n = max(run.thread_counts(), default=1)
+    points = {}
+    for r in run.select(op="sdpa"):
+        f = shape_numbers(r.shape)
+        if f.get("D") != dim or "L" not in f or r.gflops is None:
+            continue
+        if r.impl not in REFERENCE_IMPLS and r.threads != n:
+            continue
+        variant = re.sub(r"L\d+", "L", r.shape)
+        points.setdefault(variant, {}).setdefault(series_label(r), []).append((f["L"], r.gflops))
+    if not points:
+        return None
+    # one variant per chart: the plain (non-causal) one when measured, else the fullest
+    variant = max(points, key=lambda v: ("causal" not in v, sum(map(len, points[v].values()))))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, pts in sorted(points[variant].items()):
+        pts.sort()
+        style = "--" if "reference" in label else "-"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length L (len_q = len_kv)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(f"sdpa forward, {variant.replace('_', ' ')}, {n} threads (reference: 1)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    path = os.path.join(out_dir, f"sdpa_seq_len_d{dim}.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def chart_gemm(run, plt, out_dir):
+    """GFLOP/s per gemm shape: attn (best ISA) against OpenBLAS and oneDNN, 1 and N threads."""
+    shapes = run.shapes("gemm")
+    isa = run.best_isa("gemm")
+    impls = [("simd", isa)] + [(p, None) for p in run.peers("gemm")]
+    threads = sorted({1, max(run.thread_counts(), default=1)})
+    if not shapes or isa is None:
+        return None
+    import numpy as np
+    fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4.5), squeeze=False)
+    width = 0.8 / len(impls)
+    for ax, t in zip(axes[0], threads):
+        x = np.arange(len(shapes))
+        for k, (impl, i) in enumerate(impls):
+            vals = []
+            for s in shapes:
+                r = run.one(op="gemm", impl=impl, isa=i, threads=t, shape=s)
+                vals.append(r.gflops if r and r.gflops else 0.0)
+            label = f"attn simd {isa}" if impl == "simd" else impl
+            ax.bar(x + (k - (len(impls) - 1) / 2) * width, vals, width, label=label)
+        ax.set_xticks(x)
+        ax.set_xticklabels(shapes, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("GFLOP/s")
+        ax.set_title(f"gemm, {t} thread{'s' if t > 1 else ''}")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    path = os.path.join(out_dir, "gemm_gflops.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def chart_thread_scaling(run, plt, out_dir):
+    """Speed-up t(1)/t(n) against threads, for the largest shape of each op (SIMD, best ISA)."""
+    counts = run.thread_counts()
+    if len(counts) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for op in run.ops():
+        isa = run.best_isa(op)
+        if isa is None:
+            continue
+        for impl, label_impl in [("simd", f"attn {isa}")] + [(p, p) for p in run.peers(op)]:
+            shapes = [s for s in run.shapes(op)
+                      if all(run.one(op=op, impl=impl, threads=t, shape=s) for t in counts)]
+            if not shapes:
+                continue
+            shape = shapes[-1]
+            base = run.one(op=op, impl=impl, threads=1, shape=shape)
+            if base is None:
+                continue
+            ys = [base.seconds / run.one(op=op, impl=impl, threads=t, shape=shape).seconds
+                  for t in counts]
+            ax.plot(counts, ys, marker="o", label=f"{op} {shape} ({label_impl})")
+    ax.plot(counts, counts, "k:", label="linear")
+    ax.set_xticks(counts)
+    ax.set_xlabel("threads")
+    ax.set_ylabel("speed-up over 1 thread")
+    ax.set_title("thread scaling (largest shape per op)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    path = os.path.join(out_dir, "thread_scaling.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def chart_peak_fraction(run, plt, out_dir):
+    """Best GFLOP/s of each op as a fraction of the measured FMA peak, per ISA, 1 thread."""
+    ops = [op for op in run.ops() if any(r.gflops for r in run.select(op=op, impl=SIMD_IMPLS))]
+    isas = [i for i in ISA_ORDER if run.fma_peak(i, 1)]
+    if not ops or not isas:
+        return None
+    import numpy as np
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    width = 0.8 / len(isas)
+    x = np.arange(len(ops))
+    for k, isa in enumerate(isas):
+        peak = run.fma_peak(isa, 1)
+        vals = [max((r.gflops for r in run.select(op=op, impl=SIMD_IMPLS, isa=isa, threads=1)
+                     if r.gflops), default=0.0) / peak for op in ops]
+        ax.bar(x + (k - (len(isas) - 1) / 2) * width, vals, width,
+               label=f"{isa} (peak {peak:.0f} GFLOP/s)")
+    ax.set_xticks(x)
+    ax.set_xticklabels(ops)
+    ax.set_ylim(0, 1.05)
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
+    ax.set_ylabel("best GFLOP/s / measured FMA peak")
+    ax.set_title("fraction of the measured FMA peak, 1 thread")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    path = os.path.join(out_dir, "fma_peak_fraction.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------------------
+# Commands
+
+def load_or_run(args, filter_regex):
+    if args.json:
+        with open(args.json) as f:
+            return Run(json.load(f)), f"(saved run {args.json})"
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="attn_bench_")
+    os.close(fd)
+    try:
+        doc, cmd = run_bench(args.binary, filter_regex, args.min_time, path)
+        if args.save_json:
+            with open(args.save_json, "w") as f:
+                json.dump(doc, f, indent=1)
+    finally:
+        os.unlink(path)
+    return Run(doc), " ".join(cmd)
+
+
+def cmd_summary(args):
+    regex = args.filter
+    if regex is None and not args.json:
+        regex = summary_filter(list_benchmarks(args.binary), args.shapes_per_op)
+    run, _ = load_or_run(args, regex)
+    if not run.results:
+        sys.exit("bench_report: the run produced no benchmark results")
+    print(text_table(*summary_rows(run)))
+    header, rows = peak_rows(run)
+    if rows:
+        print()
+        print(text_table(header, rows))
+    print("\nsimd/ref: reference time / SIMD time on one thread; Nt/1t and attn/peer likewise "
+          "(higher is better for attn). n/a: not measured in this run.")
+
+
+def cmd_charts(args):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("bench_report: charts need matplotlib (Debian: python3-matplotlib; "
+                 "run with /usr/bin/python3)")
+    run, bench_cmd = load_or_run(args, args.filter)
+    if not run.results:
+        sys.exit("bench_report: the run produced no benchmark results")
+    os.makedirs(args.out, exist_ok=True)
+    charts = [chart_sdpa_seq_len(run, plt, args.out, 64), chart_sdpa_seq_len(run, plt, args.out, 128),
+              chart_gemm(run, plt, args.out), chart_thread_scaling(run, plt, args.out),
+              chart_peak_fraction(run, plt, args.out)]
+    charts = [c for c in charts if c]
+    for c in charts:
+        print("wrote " + c)
+    md = args.md or os.path.join(os.path.dirname(os.path.abspath(args.out)), "performance.md")
+    write_performance_md(run, md, charts, bench_cmd)
+    print("wrote " + md)
+
+
+def write_performance_md(run, md_path, charts, bench_cmd):
+    here = os.path.dirname(os.path.abspath(md_path))
+    this = " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    lines = [
+        "# attn performance",
+        "",
+        "Generated by `tools/bench_report.py` from one run of the Google Benchmark binary "
+        "`attn_bench`; every ratio below compares two measurements of that same run.",
+        "",
+        f"- Machine: {machine_description(run)}",
+        f"- Command: `{this}`",
+        f"- Benchmark run: `{bench_cmd}`",
+        "",
+        "Times are wall-clock per call (ms); GFLOP/s counts 2 flops per multiply-add. "
+        "`simd/ref` is the reference's time over the SIMD kernels' time on one thread (best "
+        "ISA); `Nt/1t` is the SIMD speed-up from 1 to N threads; `attn/peer` is the peer's "
+        "time over attn's at N threads (above 1: attn is faster). `n/a`: not measured.",
+        "",
+        "## Every op and shape",
+        "",
+        markdown_table(*summary_rows(run)),
+        "",
+    ]
+    header, rows = peak_rows(run)
+    if rows:
+        lines += ["## Against the measured FMA peak", "",
+                  "`machine/fma_peak` runs independent FMA chains on registers only: the most "
+                  "this core can do, measured rather than taken from a datasheet.", "",
+                  markdown_table(header, rows), ""]
+    if charts:
+        lines += ["## Charts", ""]
+        for c in charts:
+            name = os.path.splitext(os.path.basename(c))[0].replace("_", " ")
+            lines += [f"![{name}]({os.path.relpath(os.path.abspath(c), here)})", ""]
+    with open(md_path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("summary", "charts"):
+        s = sub.add_parser(name)
+        s.add_argument("binary", nargs="?", default=None, help="path to attn_bench")
+        s.add_argument("--json", help="reuse a saved Google Benchmark JSON run instead of running")
+        s.add_argument("--save-json", help="keep the run's JSON in this file")
+        s.add_argument("--filter", help="override the benchmark filter (a regex)")
+        s.add_argument("--min-time", type=float, default=0.1 if name == "summary" else 0.2,
+                       help="--benchmark_min_time in seconds")
+        if name == "summary":
+            s.add_argument("--shapes-per-op", type=int, default=2)
+        else:
+            s.add_argument("--out", default="docs/charts", help="directory for the PNG charts")
+            s.add_argument("--md", help="performance page to write (default: next to --out)")
+    args = p.parse_args()
+    if not args.json and not args.binary:
+        p.error("give the attn_bench binary or --json FILE")
+    (cmd_summary if args.command == "summary" else cmd_charts)(args)
+
+
+if __name__ == "__main__":
+    main()
