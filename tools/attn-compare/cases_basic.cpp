@@ -202,6 +202,8 @@ void add_gemm_cases(sweep_size s, std::vector<case_spec> &out) {
     add_gemm(out, T, N, 257, 129, 1025, -2.0f, 0.25f, 5);
     add_gemm(out, N, N, 512, 512, 512, 1.0f, 0.0f, 0);
     add_gemm(out, N, T, 1025, 1025, 64, 1.0f, 1.0f, 0);
+    add_gemm(out, N, N, 1023, 1025, 257, 1.0f, 0.0f, 0);
+    add_gemm(out, T, T, 333, 1000, 777, 0.75f, -1.0f, 1);
 }
 
 void add_softmax_cases(sweep_size s, std::vector<case_spec> &out) {

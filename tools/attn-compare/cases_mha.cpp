@@ -257,9 +257,11 @@ void add_mha_cases(sweep_size s, std::vector<case_spec> &out) {
         o = shape(1, 33, 33, 96, 3, 1, 40, true);  // head_dim * heads != d_model
         add(out, backward, o);
     }
-    o = shape(1, 257, 257, 512, 8, 8, 64, true), o.biases = true;
-    o.causal = ATTN_CAUSAL_TOP_LEFT;
-    add(out, false, o);
+    for (bool backward : {false, true}) {
+        o = shape(1, 257, 257, 512, 8, 8, 64, true), o.biases = true;
+        o.causal = ATTN_CAUSAL_TOP_LEFT;
+        add(out, backward, o);
+    }
 }
 
 }  // namespace attn_compare

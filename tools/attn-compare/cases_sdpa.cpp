@@ -244,6 +244,7 @@ void add_sdpa_cases(sweep_size s, std::vector<case_spec> &out) {
     for (int64_t L : {1, 17, 64, 65, 257, 1025}) fwd(shape(1, 2, 2, L, L, 64, 64));
     for (int64_t D : {1, 16, 65, 128, 256}) fwd(shape(1, 2, 2, 257, 257, D, D));
     fwd(shape(1, 1, 1, 1025, 1025, 128, 128));
+    fwd(shape(1, 2, 1, 1000, 1023, 255, 255));  // no size a multiple of any tile
     o = shape(1, 1, 1, 1025, 1025, 256, 256), o.causal = ATTN_CAUSAL_TOP_LEFT;
     fwd(o);
     o = shape(1, 2, 2, 257, 257, 64, 64), o.causal = ATTN_CAUSAL_TOP_LEFT;
@@ -312,6 +313,8 @@ void add_sdpa_backward_cases(sweep_size s, std::vector<case_spec> &out) {
     o = shape(1, 1, 1, 513, 513, 128, 128), o.causal = ATTN_CAUSAL_TOP_LEFT, o.lse = true;
     bwd(o);
     o = shape(1, 2, 2, 257, 257, 64, 64), o.causal = ATTN_CAUSAL_TOP_LEFT;
+    bwd(o);
+    o = shape(1, 2, 1, 1000, 1025, 64, 64), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.lse = true;
     bwd(o);
     o = shape(1, 2, 2, 65, 129, 64, 64), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.lse = true;
     bwd(o);
