@@ -21,19 +21,19 @@ void merge(int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
             if (lse) lse[r] = neg_inf;
             continue;
         }
+        // w_p = exp(lses[p][r] - m) / sum_p' exp(lses[p'][r] - m), i.e. exp(lses[p][r] - lse),
+        // formed without rounding lse first (lse ~ 100 is only good to 8e-6 in float).
         float sum = 0.0f;
         for (int64_t p = 0; p < parts; ++p) sum += std::exp(lses[p][r] - m);
-        const float total = m + std::log(sum);
         for (int64_t c = 0; c < dim_v; ++c) out_row[c] = 0.0f;
-        // out = sum_p w_p * outs[p][r,:], w_p = exp(lses[p][r] - lse); a -inf part has w_p = 0
-        // and is skipped so its (zero) output row cannot turn into NaN.
+        // A -inf part has w_p = 0 and is skipped, so its output row cannot turn into NaN.
         for (int64_t p = 0; p < parts; ++p) {
             if (lses[p][r] == neg_inf) continue;
-            const float w = std::exp(lses[p][r] - total);
+            const float w = std::exp(lses[p][r] - m) / sum;
             const float *part_row = outs[p] + r * dim_v;
             for (int64_t c = 0; c < dim_v; ++c) out_row[c] += w * part_row[c];
         }
-        if (lse) lse[r] = total;
+        if (lse) lse[r] = m + std::log(sum);
     }
 }
 

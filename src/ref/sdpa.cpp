@@ -21,16 +21,16 @@ void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *
                 float *weights_row = d.weights ? d.weights + row * d.len_kv : nullptr;
 
                 const float m = sdpa_row::scores(d, q, k, b, h, i, s.data());
-                const float lse = sdpa_row::logsumexp(s.data(), d.len_kv, m);
-                if (d.lse) d.lse[row] = lse;
                 for (int64_t c = 0; c < d.dim_v; ++c) out_row[c] = 0.0f;
                 if (m == sdpa_row::neg_inf) {  // every key masked: zeros, never NaN
+                    if (d.lse) d.lse[row] = sdpa_row::neg_inf;
                     if (weights_row)
                         for (int64_t j = 0; j < d.len_kv; ++j) weights_row[j] = 0.0f;
                     continue;
                 }
-                // A_j = exp(s_j - lse), the softmax of the row.
-                for (int64_t j = 0; j < d.len_kv; ++j) s[j] = std::exp(s[j] - lse);
+                // A_j = softmax_j(s), before dropout.
+                const float lse = sdpa_row::softmax_in_place(s.data(), d.len_kv, m);
+                if (d.lse) d.lse[row] = lse;
                 if (weights_row)
                     for (int64_t j = 0; j < d.len_kv; ++j) weights_row[j] = s[j];
                 // out_i = sum_j (A_j * z_j) v_j, z = dropout factors (all 1 without dropout).

@@ -52,11 +52,16 @@ inline float scores(const attn_sdpa_desc &d, const float *q, const float *k, int
     return m;
 }
 
-// logsumexp_j s[j] given m = max_j s[j]; -inf for a fully masked row.
-inline float logsumexp(const float *s, int64_t n, float m) {
-    if (m == neg_inf) return neg_inf;
+// Turns scores into the row's softmax in place, s[j] <- exp(s[j] - m) / sum_j' exp(s[j'] - m),
+// given m = max_j s[j] > -inf, and returns the lse, m + log(sum). Dividing by the sum rather
+// than subtracting the rounded lse keeps the weights accurate when the scores are large.
+inline float softmax_in_place(float *s, int64_t n, float m) {
     float sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - m);
+    for (int64_t j = 0; j < n; ++j) {
+        s[j] = std::exp(s[j] - m);
+        sum += s[j];
+    }
+    for (int64_t j = 0; j < n; ++j) s[j] /= sum;
     return m + std::log(sum);
 }
 
