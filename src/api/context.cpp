@@ -2,6 +2,8 @@
 // TBB arena every compute call of the context runs in.
 #include "api/context.hpp"
 
+#include <algorithm>
+
 #include <tbb/info.h>
 
 #include "api/error.hpp"
@@ -62,8 +64,10 @@ attn_status make_context(const char *function, const attn_config *cfg,
         ctx->reference = ctx->isa == ATTN_ISA_SCALAR;
     }
 
-    ctx->num_threads = c.num_threads == 0 ? tbb::info::default_concurrency() : c.num_threads;
-    if (ctx->num_threads < 1) ctx->num_threads = 1;
+    // "At most n": TBB never runs more threads than the hardware offers (it ignores, with a
+    // warning, requests beyond that), so the arena and the reported count are clamped to it.
+    const int hardware = std::max(1, tbb::info::default_concurrency());
+    ctx->num_threads = c.num_threads == 0 ? hardware : std::min(c.num_threads, hardware);
     // One slot is reserved for the calling thread, so an arena of 1 never uses a worker.
     ctx->arena = std::make_unique<tbb::task_arena>(ctx->num_threads);
     ctx->arena->initialize();

@@ -13,7 +13,7 @@ struct attn_context {
     attn_impl impl = ATTN_IMPL_AUTO;  // as requested (never resolved further)
     bool reference = true;            // the scalar reference path runs every op
     attn_isa isa = ATTN_ISA_SCALAR;   // resolved: never ATTN_ISA_AUTO
-    int num_threads = 1;              // >= 1: the arena's concurrency
+    int num_threads = 1;              // >= 1: the arena's concurrency, <= the hardware
     std::unique_ptr<tbb::task_arena> arena;
 };
 
