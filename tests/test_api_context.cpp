@@ -8,6 +8,7 @@
 
 #include <tbb/info.h>
 
+#include "api/error.hpp"
 #include "kernels/kernels.hpp"
 #include "test_util.hpp"
 
@@ -239,6 +240,22 @@ TEST(ApiStatus, LastErrorIsThreadLocalAndStaysUntilTheNextFailure) {
 
     expect_small_gemm(nullptr);            // a success does not clear it
     EXPECT_EQ(attn_last_error(), failure);
+}
+
+// Every entry point runs inside guarded(): exceptions become statuses with a message and
+// never cross into C. Checked directly, since valid calls do not throw on demand.
+TEST(ApiStatus, ExceptionsBecomeStatuses) {
+    using attn::api::guarded;
+    EXPECT_EQ(guarded("attn_f", []() -> attn_status { throw std::bad_alloc(); }),
+              ATTN_OUT_OF_MEMORY);
+    EXPECT_STREQ(attn_last_error(), "attn_f: out of memory");
+    EXPECT_EQ(guarded("attn_g", []() -> attn_status { throw std::runtime_error("tile 3"); }),
+              ATTN_INTERNAL_ERROR);
+    EXPECT_STREQ(attn_last_error(), "attn_g: internal error: tile 3");
+    EXPECT_EQ(guarded("attn_h", []() -> attn_status { throw 42; }), ATTN_INTERNAL_ERROR);
+    EXPECT_STREQ(attn_last_error(), "attn_h: internal error: unknown exception");
+    EXPECT_EQ(guarded("attn_i", [] { return ATTN_OK; }), ATTN_OK);
+    EXPECT_STREQ(attn_last_error(), "attn_h: internal error: unknown exception");
 }
 
 }  // namespace
