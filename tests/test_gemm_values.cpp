@@ -41,10 +41,10 @@ TEST_P(GemmValues, HandComputedAllTransposes) {
             std::vector<float> c(4, NAN);
             const auto &sa = ta == ATTN_TRANS ? a_t : a;
             const auto &sb = tb == ATTN_TRANS ? b_t : b;
-            ASSERT_EQ(attn_gemm_f32(ctx(), ta, tb, 2, 2, 3, 1.0f, sa.data(),
-                                    ta == ATTN_TRANS ? 2 : 3, sb.data(), tb == ATTN_TRANS ? 3 : 2,
-                                    0.0f, c.data(), 2),
-                      ATTN_OK);
+            ASSERT_EQ(
+                attn_gemm_f32(ctx(), ta, tb, 2, 2, 3, 1.0f, sa.data(), ta == ATTN_TRANS ? 2 : 3,
+                              sb.data(), tb == ATTN_TRANS ? 3 : 2, 0.0f, c.data(), 2),
+                ATTN_OK);
             EXPECT_EQ(c, want) << "trans_a=" << ta << " trans_b=" << tb;
         }
 }
@@ -82,7 +82,9 @@ TEST_P(GemmValues, BetaZeroIgnoresNaNInC) {
 // leading dimensions wider than the rows; the padding of C must stay untouched.
 TEST_P(GemmValues, OddSizesAndLeadingDimensionsMatchDouble) {
     const float sentinel = -1234.5f;
-    struct shape { int64_t m, n, k; };
+    struct shape {
+        int64_t m, n, k;
+    };
     for (shape s : {shape{1, 1, 1}, shape{7, 13, 5}, shape{17, 3, 33}, shape{37, 29, 300}}) {
         for (attn_trans ta : {ATTN_NO_TRANS, ATTN_TRANS})
             for (attn_trans tb : {ATTN_NO_TRANS, ATTN_TRANS}) {

@@ -23,10 +23,10 @@ class MergeValues : public path_test {
         for (auto &l : lses) lse_ptrs.push_back(l.data());
         std::vector<float> out(rows * dim_v, NAN);
         merged_lse.assign(rows, NAN);
-        EXPECT_EQ(attn_merge_f32(ctx(), int64_t(outs.size()), rows, dim_v, out_ptrs.data(),
-                                 lse_ptrs.data(), out.data(),
-                                 want_lse ? merged_lse.data() : nullptr),
-                  ATTN_OK)
+        EXPECT_EQ(
+            attn_merge_f32(ctx(), int64_t(outs.size()), rows, dim_v, out_ptrs.data(),
+                           lse_ptrs.data(), out.data(), want_lse ? merged_lse.data() : nullptr),
+            ATTN_OK)
             << attn_last_error();
         return out;
     }
@@ -94,8 +94,8 @@ TEST_P(MergeValues, SplitKeysEqualWholeAttention) {
         outs.emplace_back(rows * D);
         lses.emplace_back(rows);
         part.lse = lses.back().data();
-        ASSERT_EQ(attn_sdpa_f32(ctx(), &part, q.data(), k.data() + begin * D,
-                                v.data() + begin * D, outs.back().data()),
+        ASSERT_EQ(attn_sdpa_f32(ctx(), &part, q.data(), k.data() + begin * D, v.data() + begin * D,
+                                outs.back().data()),
                   ATTN_OK)
             << attn_last_error();
     }

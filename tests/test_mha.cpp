@@ -27,8 +27,8 @@ doubles mha_double(const attn_mha_desc &d, const mha_values &p, bool self_attent
     const int64_t Hkv = d.heads_kv, hd = d.head_dim;
     const doubles &x_kv = self_attention ? p.x_q : p.x_kv;
     // out[r, o] = sum_m x[r, m] w[o, m] + b[o]: an nn.Linear applied to each row.
-    auto linear = [](const double *x, int64_t rows, int64_t in, const doubles &w,
-                     const doubles &b, int64_t out_features) {
+    auto linear = [](const double *x, int64_t rows, int64_t in, const doubles &w, const doubles &b,
+                     int64_t out_features) {
         doubles out(size_t(rows * out_features));
         for (int64_t r = 0; r < rows; ++r)
             for (int64_t o = 0; o < out_features; ++o) {
@@ -58,7 +58,8 @@ doubles mha_double(const attn_mha_desc &d, const mha_values &p, bool self_attent
                         continue;
                     }
                     double dot = 0.0;
-                    for (int64_t c = 0; c < hd; ++c) dot += q[i * H * hd + h * hd + c] * k[j * Hkv * hd + g * hd + c];
+                    for (int64_t c = 0; c < hd; ++c)
+                        dot += q[i * H * hd + h * hd + c] * k[j * Hkv * hd + g * hd + c];
                     w[j] = dot / std::sqrt(double(hd));
                     top = std::max(top, w[j]);
                 }
@@ -123,7 +124,9 @@ class MhaValues : public path_test {
         d = c.d;
         self = c.self_attention;
         const int64_t dm = d.d_model, wq = d.heads * d.head_dim, wkv = d.heads_kv * d.head_dim;
-        auto make = [&](std::vector<float> &x, int64_t n) { x = random_tensor(size_t(n), seed++, -0.8f, 0.8f); };
+        auto make = [&](std::vector<float> &x, int64_t n) {
+            x = random_tensor(size_t(n), seed++, -0.8f, 0.8f);
+        };
         make(x_q, d.batch * d.len_q * dm);
         make(x_kv, d.batch * d.len_kv * dm);
         make(w_q, wq * dm);
@@ -153,7 +156,7 @@ class MhaValues : public path_test {
     mha_values as_double() const {
         using attn_test::to_double;
         return {to_double(x_q), to_double(x_kv), to_double(w_q), to_double(w_k), to_double(w_v),
-                to_double(w_o), to_double(b_q), to_double(b_k), to_double(b_v), to_double(b_o)};
+                to_double(w_o), to_double(b_q),  to_double(b_k), to_double(b_v), to_double(b_o)};
     }
     // dL/dt for L = sum(y * dy) by central differences of mha_double, t a member of p.
     doubles finite_difference(doubles mha_values::*t) const {
@@ -213,18 +216,29 @@ TEST_P(MhaValues, BackwardMatchesFiniteDifferences) {
                   ATTN_OK)
             << c.name << ": " << attn_last_error();
         const double tol = 5e-5;
-        EXPECT_LE(attn_test::max_rel_error(dx_q, finite_difference(&mha_values::x_q)), tol) << c.name << " dx_q";
-        if (!self)
-            EXPECT_LE(attn_test::max_rel_error(dx_kv, finite_difference(&mha_values::x_kv)), tol) << c.name << " dx_kv";
-        EXPECT_LE(attn_test::max_rel_error(dw_q, finite_difference(&mha_values::w_q)), tol) << c.name << " dw_q";
-        EXPECT_LE(attn_test::max_rel_error(dw_k, finite_difference(&mha_values::w_k)), tol) << c.name << " dw_k";
-        EXPECT_LE(attn_test::max_rel_error(dw_v, finite_difference(&mha_values::w_v)), tol) << c.name << " dw_v";
-        EXPECT_LE(attn_test::max_rel_error(dw_o, finite_difference(&mha_values::w_o)), tol) << c.name << " dw_o";
+        EXPECT_LE(attn_test::max_rel_error(dx_q, finite_difference(&mha_values::x_q)), tol)
+            << c.name << " dx_q";
+        if (!self) {
+            EXPECT_LE(attn_test::max_rel_error(dx_kv, finite_difference(&mha_values::x_kv)), tol)
+                << c.name << " dx_kv";
+        }
+        EXPECT_LE(attn_test::max_rel_error(dw_q, finite_difference(&mha_values::w_q)), tol)
+            << c.name << " dw_q";
+        EXPECT_LE(attn_test::max_rel_error(dw_k, finite_difference(&mha_values::w_k)), tol)
+            << c.name << " dw_k";
+        EXPECT_LE(attn_test::max_rel_error(dw_v, finite_difference(&mha_values::w_v)), tol)
+            << c.name << " dw_v";
+        EXPECT_LE(attn_test::max_rel_error(dw_o, finite_difference(&mha_values::w_o)), tol)
+            << c.name << " dw_o";
         if (c.biases) {
-            EXPECT_LE(attn_test::max_rel_error(db_q, finite_difference(&mha_values::b_q)), tol) << c.name << " db_q";
-            EXPECT_LE(attn_test::max_rel_error(db_k, finite_difference(&mha_values::b_k)), tol) << c.name << " db_k";
-            EXPECT_LE(attn_test::max_rel_error(db_v, finite_difference(&mha_values::b_v)), tol) << c.name << " db_v";
-            EXPECT_LE(attn_test::max_rel_error(db_o, finite_difference(&mha_values::b_o)), tol) << c.name << " db_o";
+            EXPECT_LE(attn_test::max_rel_error(db_q, finite_difference(&mha_values::b_q)), tol)
+                << c.name << " db_q";
+            EXPECT_LE(attn_test::max_rel_error(db_k, finite_difference(&mha_values::b_k)), tol)
+                << c.name << " db_k";
+            EXPECT_LE(attn_test::max_rel_error(db_v, finite_difference(&mha_values::b_v)), tol)
+                << c.name << " db_v";
+            EXPECT_LE(attn_test::max_rel_error(db_o, finite_difference(&mha_values::b_o)), tol)
+                << c.name << " db_o";
         }
     }
 }
@@ -264,8 +278,8 @@ TEST_P(MhaValues, SeedExampleWithIdentityProjections) {
     m.w_q = m.w_k = m.w_v = m.w_o = eye.data();
     std::vector<float> y(6, NAN);
     ASSERT_EQ(attn_mha_forward_f32(ctx(), &m, x.data(), x.data(), y.data()), ATTN_OK);
-    const double a[3][3] = {{0.4011, 0.1978, 0.4011}, {0.1978, 0.4011, 0.4011},
-                            {0.2483, 0.2483, 0.5035}};
+    const double a[3][3] = {
+        {0.4011, 0.1978, 0.4011}, {0.1978, 0.4011, 0.4011}, {0.2483, 0.2483, 0.5035}};
     for (int i = 0; i < 3; ++i)
         for (int c = 0; c < 2; ++c) {
             const double want = a[i][0] * x[c] + a[i][1] * x[2 + c] + a[i][2] * x[4 + c];

@@ -51,10 +51,10 @@ class SdpaBackward : public path_test {
     grads backward(const float *lse_in) {
         grads g{std::vector<float>(q.size(), NAN), std::vector<float>(k.size(), NAN),
                 std::vector<float>(v.size(), NAN)};
-        EXPECT_EQ(attn_sdpa_backward_f32(ctx(), &d, q.data(), k.data(), v.data(), out.data(),
-                                         dout.data(), lse_in, g.dq.data(), g.dk.data(),
-                                         g.dv.data()),
-                  ATTN_OK)
+        EXPECT_EQ(
+            attn_sdpa_backward_f32(ctx(), &d, q.data(), k.data(), v.data(), out.data(), dout.data(),
+                                   lse_in, g.dq.data(), g.dk.data(), g.dv.data()),
+            ATTN_OK)
             << attn_last_error();
         return g;
     }
@@ -134,9 +134,12 @@ TEST_P(SdpaBackward, MatchesFiniteDifferences) {
         setup(desc, 10);
         if (HasFatalFailure()) return;
         const grads g = backward(lse.data());
-        EXPECT_LE(attn_test::max_rel_error(g.dq, finite_difference(0)), gradient_tol) << c.name << " dq";
-        EXPECT_LE(attn_test::max_rel_error(g.dk, finite_difference(1)), gradient_tol) << c.name << " dk";
-        EXPECT_LE(attn_test::max_rel_error(g.dv, finite_difference(2)), gradient_tol) << c.name << " dv";
+        EXPECT_LE(attn_test::max_rel_error(g.dq, finite_difference(0)), gradient_tol)
+            << c.name << " dq";
+        EXPECT_LE(attn_test::max_rel_error(g.dk, finite_difference(1)), gradient_tol)
+            << c.name << " dk";
+        EXPECT_LE(attn_test::max_rel_error(g.dv, finite_difference(2)), gradient_tol)
+            << c.name << " dv";
     }
 }
 
@@ -159,7 +162,7 @@ TEST_P(SdpaBackward, StridedLayoutsEqualDense) {
     const grads dense = backward(lse.data());
 
     attn_sdpa_desc s = d;
-    s.q = s.out = {Lq * H * D, D, H * D};  // BSHD
+    s.q = s.out = {Lq * H * D, D, H * D};   // BSHD
     s.k = s.v = {H * cap * D, cap * D, D};  // BHSD with capacity cap
     auto to_bshd = [&](const std::vector<float> &x) {
         std::vector<float> y(x.size());

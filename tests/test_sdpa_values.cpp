@@ -15,7 +15,9 @@ using attn_test::random_tensor;
 const float inf = std::numeric_limits<float>::infinity();
 
 size_t q_size(const attn_sdpa_desc &d) { return size_t(d.batch * d.heads_q * d.len_q * d.dim_qk); }
-size_t k_size(const attn_sdpa_desc &d) { return size_t(d.batch * d.heads_kv * d.len_kv * d.dim_qk); }
+size_t k_size(const attn_sdpa_desc &d) {
+    return size_t(d.batch * d.heads_kv * d.len_kv * d.dim_qk);
+}
 size_t v_size(const attn_sdpa_desc &d) { return size_t(d.batch * d.heads_kv * d.len_kv * d.dim_v); }
 size_t out_size(const attn_sdpa_desc &d) { return size_t(d.batch * d.heads_q * d.len_q * d.dim_v); }
 
@@ -42,8 +44,8 @@ qkv random_qkv(const attn_sdpa_desc &d, uint32_t seed) {
 
 class SdpaValues : public path_test {
   protected:
-    std::vector<float> run(const attn_sdpa_desc &d, const float *q, const float *k,
-                           const float *v, size_t out_elems = 0) {
+    std::vector<float> run(const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
+                           size_t out_elems = 0) {
         std::vector<float> out(out_elems ? out_elems : out_size(d), NAN);
         EXPECT_EQ(attn_sdpa_f32(ctx(), &d, q, k, v, out.data()), ATTN_OK) << attn_last_error();
         return out;
@@ -114,9 +116,9 @@ TEST_P(SdpaValues, MatchesDoubleOracle) {
         const auto out = run(d, t);
 
         std::vector<double> want_lse;
-        const auto want = attn_test::sdpa_double(d, attn_test::to_double(t.q),
-                                                 attn_test::to_double(t.k),
-                                                 attn_test::to_double(t.v), &want_lse);
+        const auto want =
+            attn_test::sdpa_double(d, attn_test::to_double(t.q), attn_test::to_double(t.k),
+                                   attn_test::to_double(t.v), &want_lse);
         EXPECT_LE(attn_test::max_rel_error(out, want), 2e-6) << c.name;
         EXPECT_LE(attn_test::max_rel_error(lse, want_lse), 2e-6) << c.name;
         for (size_t r = 0; r < rows; ++r) {
@@ -162,10 +164,14 @@ TEST_P(SdpaValues, ZeroQueryAveragesVisibleValues) {
 // Causal rows ignore the future: changing keys and values a row cannot see leaves that row
 // bitwise unchanged, while rows that see them do change.
 TEST_P(SdpaValues, CausalRowsIgnoreTheFuture) {
-    struct blind_case { attn_causal causal; int64_t len_q, len_kv, first_changed, rows_blind; };
+    struct blind_case {
+        attn_causal causal;
+        int64_t len_q, len_kv, first_changed, rows_blind;
+    };
     // TOP_LEFT: row i sees j <= i. BOTTOM_RIGHT 4 x 7: row i sees j <= i + 3.
     for (auto [causal, lq, lk, first_changed, rows_blind] :
-         {blind_case{ATTN_CAUSAL_TOP_LEFT, 8, 8, 5, 5}, blind_case{ATTN_CAUSAL_BOTTOM_RIGHT, 4, 7, 5, 2}}) {
+         {blind_case{ATTN_CAUSAL_TOP_LEFT, 8, 8, 5, 5},
+          blind_case{ATTN_CAUSAL_BOTTOM_RIGHT, 4, 7, 5, 2}}) {
         attn_sdpa_desc d = make_desc(2, 2, 2, lq, lk, 6, 5);
         d.causal = causal;
         const qkv t = random_qkv(d, 21);

@@ -35,9 +35,9 @@ class SeedExample : public path_test {
         out.assign(6, -1.0f);
         d.weights = weights.data();
         d.lse = lse.data();
-        ASSERT_EQ(attn_sdpa_f32(ctx(), &d, q_tokens.data(), q_tokens.data(), v_tokens.data(),
-                                out.data()),
-                  ATTN_OK)
+        ASSERT_EQ(
+            attn_sdpa_f32(ctx(), &d, q_tokens.data(), q_tokens.data(), v_tokens.data(), out.data()),
+            ATTN_OK)
             << attn_last_error();
     }
     std::vector<float> weights, lse, out;

@@ -24,7 +24,8 @@ std::vector<double> softmax_double(const std::vector<float> &x, int64_t rows, in
         for (int64_t j = 0; j < cols; ++j)
             if (x[i * cols + j] != -inf) sum += std::exp(scale * x[i * cols + j] - m);
         for (int64_t j = 0; j < cols; ++j)
-            if (x[i * cols + j] != -inf) y[i * cols + j] = std::exp(scale * x[i * cols + j] - m) / sum;
+            if (x[i * cols + j] != -inf)
+                y[i * cols + j] = std::exp(scale * x[i * cols + j] - m) / sum;
     }
     return y;
 }
@@ -71,16 +72,23 @@ TEST_P(SoftmaxValues, RandomRowsMatchDoubleAndSumToOne) {
 
 // Any finite magnitude, 1e30 included, without overflow to inf or NaN.
 TEST_P(SoftmaxValues, HugeMagnitudesAreStable) {
-    const auto y = run({1e30f, 1e30f, -1e30f, /**/ 1e30f, 0.0f, 0.0f, /**/ -1e30f, -1e30f, -1e30f},
-                       3, 3);
+    const std::vector<float> x = {
+        1e30f,  1e30f,  -1e30f,  // row 0
+        1e30f,  0.0f,   0.0f,    // row 1
+        -1e30f, -1e30f, -1e30f,  // row 2
+    };
+    const auto y = run(x, 3, 3);
     const std::vector<float> want = {0.5f, 0.5f, 0.0f, 1.0f, 0.0f, 0.0f, 1 / 3.f, 1 / 3.f, 1 / 3.f};
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
 }
 
 // -inf entries get weight exactly 0; an all -inf row becomes zeros; other rows are unchanged.
 TEST_P(SoftmaxValues, NegativeInfinityEntriesAndRows) {
-    const std::vector<float> x = {0.0f, -inf, 0.0f, -inf, /**/ -inf, -inf, -inf, -inf,
-                                  /**/ 5.0f, -inf, -inf, -inf};
+    const std::vector<float> x = {
+        0.0f, -inf, 0.0f, -inf,  // row 0
+        -inf, -inf, -inf, -inf,  // row 1
+        5.0f, -inf, -inf, -inf,  // row 2
+    };
     const auto y = run(x, 3, 4);
     EXPECT_NEAR(y[0], 0.5f, 1e-7);
     EXPECT_EQ(y[1], 0.0f);

@@ -132,10 +132,10 @@ void mha_backward(const attn_mha_desc &d, const float *x_q, const float *x_kv, c
         beta = 1.0f;
     }
     if (dx_into) {
-        gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows_kv, dm, wkv, 1.0f, dk.data(), wkv, d.w_k, dm,
-             beta, dx_into, dm);
-        gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows_kv, dm, wkv, 1.0f, dv.data(), wkv, d.w_v, dm,
-             1.0f, dx_into, dm);
+        gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows_kv, dm, wkv, 1.0f, dk.data(), wkv, d.w_k, dm, beta,
+             dx_into, dm);
+        gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows_kv, dm, wkv, 1.0f, dv.data(), wkv, d.w_v, dm, 1.0f,
+             dx_into, dm);
     }
 }
 

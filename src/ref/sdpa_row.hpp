@@ -14,9 +14,7 @@ namespace attn::ref::sdpa_row {
 inline constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
 // Grouped-query attention: query head h reads key/value head h / (heads_q / heads_kv).
-inline int64_t kv_head(const attn_sdpa_desc &d, int64_t h) {
-    return h / (d.heads_q / d.heads_kv);
-}
+inline int64_t kv_head(const attn_sdpa_desc &d, int64_t h) { return h / (d.heads_q / d.heads_kv); }
 
 // Whether causal or kv_len masking hides key j from query i of batch b.
 inline bool key_hidden(const attn_sdpa_desc &d, int64_t b, int64_t i, int64_t j) {
@@ -28,14 +26,13 @@ inline bool key_hidden(const attn_sdpa_desc &d, int64_t b, int64_t i, int64_t j)
 
 // s[j] = scale * q[b,h,i,:] . k[b,h',j,:] + mask[b,h,i,j] for j < len_kv, -inf where the
 // key is hidden. Returns max_j s[j] (-inf when every key is hidden; NaNs are skipped).
-inline float scores(const attn_sdpa_desc &d, const float *q, const float *k, int64_t b,
-                    int64_t h, int64_t i, float *s) {
+inline float scores(const attn_sdpa_desc &d, const float *q, const float *k, int64_t b, int64_t h,
+                    int64_t i, float *s) {
     const float *q_row = q + b * d.q.batch + h * d.q.head + i * d.q.seq;
     const float *k_head = k + b * d.k.batch + kv_head(d, h) * d.k.head;
-    const float *mask_row =
-        d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
-                     i * d.mask_strides.seq
-               : nullptr;
+    const float *mask_row = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
+                                         i * d.mask_strides.seq
+                                   : nullptr;
     float m = neg_inf;
     for (int64_t j = 0; j < d.len_kv; ++j) {
         if (key_hidden(d, b, i, j)) {
@@ -67,8 +64,7 @@ inline float softmax_in_place(float *s, int64_t n, float m) {
 
 // z[j] = the factor dropout applies to weight j of row (b,h,i): 0 if dropped, else 1/(1-p).
 // All ones when dropout is off.
-inline void dropout_factors(const attn_sdpa_desc &d, int64_t b, int64_t h, int64_t i,
-                            float *z) {
+inline void dropout_factors(const attn_sdpa_desc &d, int64_t b, int64_t h, int64_t i, float *z) {
     if (d.dropout_p <= 0.0f) {
         for (int64_t j = 0; j < d.len_kv; ++j) z[j] = 1.0f;
         return;
