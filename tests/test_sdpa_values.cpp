@@ -87,6 +87,21 @@ std::vector<oracle_case> oracle_cases() {
     cases.back().d.dropout_seed = 1234567;
     add("tiles", make_desc(1, 2, 1, 37, 70, 40, 24));
     cases.back().d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    // Shapes past any query tile (tens of rows), key tile (~100 keys) and the length at which
+    // a long key range may be split into chunks and merged (hundreds of keys).
+    add("long_keys_causal_dropout", make_desc(1, 2, 1, 50, 600, 20, 12));
+    cases.back().d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    cases.back().d.dropout_p = 0.1f;
+    cases.back().d.dropout_seed = 31337;
+    add("decode_gqa_kv_len", make_desc(2, 8, 2, 1, 1030, 16, 16));
+    cases.back().kv_len = {1030, 701};
+    {
+        add("long_keys_mask", make_desc(1, 2, 2, 5, 530, 8, 8));
+        oracle_case &c = cases.back();
+        c.mask = random_tensor(2 * 5 * 530, 56, -3.0f, 1.0f);
+        for (size_t x = 0; x < c.mask.size(); x += 7) c.mask[x] = -inf;
+        c.d.mask_strides = {2 * 5 * 530, 5 * 530, 530};
+    }
     {
         add("mask", make_desc(2, 2, 2, 4, 6, 4, 4));
         oracle_case &c = cases.back();
