@@ -2,9 +2,19 @@
 // instantiates every kernel template for Arch and fills that ISA's kernel_table.
 #pragma once
 
+// GCC 12's AVX-512 intrinsics pass an uninitialised __m512 as the unused merge operand
+// (GCC bug 105593), and -Wuninitialized reports it at every inlined use. The pragmas must
+// come before the intrinsics headers are first included.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/kernels.hpp"
+// --- gemm and softmax ---
+#include "kernels/gemm.hpp"
+#include "kernels/vec_math.hpp"
 
 namespace attn::kernels {
 
@@ -14,6 +24,16 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.isa_name = isa_name;
     t.vector_floats = static_cast<int>(xsimd::batch<float, Arch>::size);
     // --- gemm and softmax ---
+    constexpr gemm_blocking gb = gemm_blocking_for<Arch>();
+    t.gemm_mr = gb.mr;
+    t.gemm_nr = gb.nr;
+    t.gemm_kc = gb.kc;
+    t.gemm_mc = gb.mc;
+    t.gemm_nc = gb.nc;
+    t.gemm_pack_a = &gemm_pack_a<Arch>;
+    t.gemm_pack_b = &gemm_pack_b<Arch>;
+    t.gemm_micro_kernel = &gemm_micro_kernel<Arch>;
+    t.exp_array = &exp_array<Arch>;
     // --- attention ---
     return t;
 }

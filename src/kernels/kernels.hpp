@@ -18,6 +18,17 @@ struct kernel_table {
     // Each op adds its entry points (function pointers) and per-ISA block sizes below
     // its own marker.
     // --- gemm and softmax ---
+    // GEMM (gemm.hpp): block sizes, packing and the micro-kernel; the loops are in ops.
+    int gemm_mr, gemm_nr, gemm_kc, gemm_mc, gemm_nc;
+    void (*gemm_pack_a)(attn_trans trans_a, int64_t mc, int64_t kc, const float *a, int64_t lda,
+                        float *packed);
+    void (*gemm_pack_b)(attn_trans trans_b, int64_t kc, int64_t nc, const float *b, int64_t ldb,
+                        float *packed);
+    void (*gemm_micro_kernel)(int64_t kc, float alpha, const float *a_packed,
+                              const float *b_packed, float beta, float *c, int64_t ldc,
+                              int64_t m_r, int64_t n_r);
+    // y[i] = exp(x[i]) with the kernels' exp (vec_math.hpp); x == y allowed.
+    void (*exp_array)(const float *x, float *y, int64_t count);
     // --- attention ---
 };
 

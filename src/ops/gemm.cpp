@@ -1,12 +1,139 @@
+// The GEMM driver: C = alpha * op(A) * op(B) + beta * C with the BLIS loop structure around
+// the packing routines and micro-kernel of src/kernels/gemm.hpp.
+//
+// Reproducibility: the depth k is never split across threads and its blocking (kc) depends
+// on k alone; every element of C is one fma chain per kc block, combined with C in pc
+// order. How rows and columns are shared among threads changes who computes an element,
+// never how, so results are bitwise identical for every thread count.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
+#include "ops/parallel.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {
+namespace {
 
-void gemm(const exec &, attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n, int64_t k,
-          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-          float *c, int64_t ldc) {
-    ref::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Below this many multiply-adds a product runs on the calling thread: waking workers
+// costs more than it saves.
+constexpr int64_t serial_below_madds = int64_t{1} << 19;
+
+// C = beta * C (alpha == 0 or k == 0: A and B are not read, as in the reference BLAS).
+void scale_c(const exec &ex, int64_t m, int64_t n, float beta, float *c, int64_t ldc) {
+    parallel_for(ex, m, std::max<int64_t>(1, 65536 / n), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+            float *row = c + i * ldc;
+            if (beta == 0.0f)
+                std::fill(row, row + n, 0.0f);
+            else
+                for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+        }
+    });
+}
+
+// Splits `total` into the fewest blocks of at most `block`, all of nearly equal size
+// (a multiple of `unit`), so no block is a thin remainder.
+int64_t balanced_block(int64_t total, int64_t block, int64_t unit) {
+    const int64_t blocks = ceil_div(total, block);
+    return unit * ceil_div(ceil_div(total, blocks), unit);
+}
+
+}  // namespace
+
+void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n,
+          int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    const kernels::kernel_table *kt = ex_in.reference ? nullptr : kernels::kernel_table_for(ex_in.isa);
+    if (kt == nullptr) {
+        ref::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    exec ex = ex_in;
+    if (m * n * k < serial_below_madds) ex.arena = nullptr;
+    if (alpha == 0.0f || k == 0) {
+        scale_c(ex, m, n, beta, c, ldc);
+        return;
+    }
+
+    const int64_t MR = kt->gemm_mr, NR = kt->gemm_nr;
+    // Depth and column blocks depend on the shape only (kc decides the rounding of C).
+    const int64_t kc_max = balanced_block(k, kt->gemm_kc, 1);
+    const int64_t nc_max = balanced_block(n, kt->gemm_nc, NR);
+    // Row blocks: MC rows, cut finer when that gives each thread a share of the rows;
+    // column blocks inside a packed B panel only when rows alone cannot.
+    const int threads = runs_parallel(ex) ? ex.num_threads : 1;
+    const int64_t m_slivers = ceil_div(m, MR);
+    int64_t row_blocks = ceil_div(m, kt->gemm_mc);
+    if (threads > 1) row_blocks = std::min(m_slivers, ceil_div(row_blocks, threads) * threads);
+    const int64_t mc_max = MR * ceil_div(m_slivers, row_blocks);
+    row_blocks = ceil_div(m, mc_max);
+    const int64_t col_blocks_wanted = row_blocks >= threads ? 1 : ceil_div(threads, row_blocks);
+
+    // Scratch before any output is written: one B panel, one A block per worker.
+    const int slots = worker_slots(ex);
+    aligned_floats b_panel(static_cast<size_t>(kc_max * ceil_div(nc_max, NR) * NR));
+    aligned_floats a_blocks(static_cast<size_t>(slots) * static_cast<size_t>(mc_max * kc_max));
+    const int64_t a_block_floats = mc_max * kc_max;
+
+    const float *const a_base = a;
+    const float *const b_base = b;
+    // op(A)[i, p] and op(B)[p, j] as pointers into the caller's arrays.
+    auto a_at = [&](int64_t i, int64_t p) {
+        return trans_a == ATTN_TRANS ? a_base + p * lda + i : a_base + i * lda + p;
+    };
+    auto b_at = [&](int64_t p, int64_t j) {
+        return trans_b == ATTN_TRANS ? b_base + j * ldb + p : b_base + p * ldb + j;
+    };
+
+    // jc: columns of C and B, NC at a time (a KC x NC panel of B is packed once per pc).
+    for (int64_t jc = 0; jc < n; jc += nc_max) {
+        const int64_t nc = std::min(nc_max, n - jc);
+        const int64_t n_slivers = ceil_div(nc, NR);
+        const int64_t col_blocks = std::min(n_slivers, col_blocks_wanted);
+        const int64_t slivers_per_col_block = ceil_div(n_slivers, col_blocks);
+        // pc: the depth, KC at a time; C accumulates across pc, so beta applies only once.
+        for (int64_t pc = 0; pc < k; pc += kc_max) {
+            const int64_t kc = std::min(kc_max, k - pc);
+            const float beta_pc = pc == 0 ? beta : 1.0f;
+            // Pack op(B)[pc:pc+kc, jc:jc+nc], split among the workers by NR slivers.
+            parallel_for(ex, n_slivers, 4, [&](int64_t s0, int64_t s1) {
+                const int64_t j0 = s0 * NR, j1 = std::min(nc, s1 * NR);
+                kt->gemm_pack_b(trans_b, kc, j1 - j0, b_at(pc, jc + j0), ldb,
+                                b_panel.get() + s0 * kc * NR);
+            });
+            // ic: rows of C and A, mc at a time, each block packed by the worker that uses it;
+            // the blocks (and column blocks of the B panel) are the parallel tasks.
+            parallel_for_2d(ex, row_blocks, 1, col_blocks, 1,
+                            [&](int64_t rb0, int64_t rb1, int64_t cb0, int64_t cb1) {
+                float *a_packed = a_blocks.get() + worker_slot(ex) * a_block_floats;
+                for (int64_t rb = rb0; rb < rb1; ++rb) {
+                    const int64_t ic = rb * mc_max;
+                    const int64_t mc = std::min(mc_max, m - ic);
+                    kt->gemm_pack_a(trans_a, mc, kc, a_at(ic, pc), lda, a_packed);
+                    const int64_t s_begin = cb0 * slivers_per_col_block;
+                    const int64_t s_end = std::min(n_slivers, cb1 * slivers_per_col_block);
+                    // jr: NR columns at a time; this B sliver stays in L1 across the ir loop.
+                    for (int64_t s = s_begin; s < s_end; ++s) {
+                        const int64_t jr = s * NR;
+                        const int64_t n_r = std::min(NR, nc - jr);
+                        const float *b_sliver = b_panel.get() + s * kc * NR;
+                        // ir: MR rows at a time, one micro-kernel call per MR x NR tile of C.
+                        for (int64_t ir = 0; ir < mc; ir += MR) {
+                            const int64_t m_r = std::min(MR, mc - ir);
+                            kt->gemm_micro_kernel(kc, alpha, a_packed + ir * kc, b_sliver,
+                                                  beta_pc, c + (ic + ir) * ldc + jc + jr, ldc,
+                                                  m_r, n_r);
+                        }
+                    }
+                }
+            });
+        }
+    }
 }
 
 }  // namespace attn::ops
