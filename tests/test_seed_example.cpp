@@ -114,6 +114,27 @@ TEST_P(SeedExample, CausalAttentionMatrix) {
     EXPECT_NEAR(lse[0], 0.7071, printed_tol);
 }
 
+// Section E: turning token three's query moves only the third row of A; keys and values
+// stay put, so rows 1 and 2 are bitwise unchanged.
+TEST_P(SeedExample, TurningQueryThreeMovesOnlyRowThree) {
+    run_sdpa(ATTN_CAUSAL_NONE);
+    const std::vector<float> before = weights;
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, 1, 3, 3, 2);
+    const float angle = 0.6f;  // rotate q_3 = (1, 1) by 0.6 rad in the plane of the keys
+    const std::vector<float> q = {1, 0, 0, 1, std::cos(angle) - std::sin(angle),
+                                  std::sin(angle) + std::cos(angle)};
+    std::vector<float> turned(9, NAN), out_turned(6);
+    d.weights = turned.data();
+    ASSERT_EQ(attn_sdpa_f32(ctx(), &d, q.data(), q_tokens.data(), v_tokens.data(),
+                            out_turned.data()),
+              ATTN_OK);
+    for (int x = 0; x < 6; ++x) EXPECT_EQ(turned[x], before[x]) << "row " << x / 3;
+    double moved = 0.0;
+    for (int x = 6; x < 9; ++x) moved += std::fabs(turned[x] - before[x]);
+    EXPECT_GT(moved, 0.05);
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, SeedExample, testing::ValuesIn(attn_test::all_paths()),
                          attn_test::path_name);
 
