@@ -34,6 +34,7 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.gemm_pack_b = &gemm_pack_b<Arch>;
     t.gemm_micro_kernel = &gemm_micro_kernel<Arch>;
     t.exp_array = &exp_array<Arch>;
+    t.softmax_rows = &softmax_rows<Arch>;
     // --- attention ---
     return t;
 }

@@ -1,0 +1,147 @@
+// attn_softmax_f32 on the SIMD path of every ISA this CPU runs, against the reference:
+// a sweep of row lengths (1..300 with odd and prime lengths, and long rows), scales of both
+// signs, padded leading dimensions, in place; the special rows (masked entries, all masked,
+// NaN, magnitudes of 1e30); bitwise equality of results for 1, 2 and 3 threads.
+//
+// Tolerance: max |simd - ref| / (1 + |ref|) <= 2 * e_ref + 1e-6, e_ref the same measure for
+// the reference against softmax computed in double here.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace {
+
+using attn_test::make_context;
+using attn_test::max_rel_error;
+using attn_test::path;
+using attn_test::random_tensor;
+
+const float inf = std::numeric_limits<float>::infinity();
+const float nan_f = std::numeric_limits<float>::quiet_NaN();
+
+class SoftmaxSimd : public testing::TestWithParam<path> {
+  protected:
+    void SetUp() override {
+        simd_ = make_context(ATTN_IMPL_SIMD, GetParam().isa);
+        ref_ = make_context(ATTN_IMPL_REFERENCE);
+        ASSERT_TRUE(simd_ && ref_);
+    }
+    attn_test::context_ptr simd_, ref_;
+};
+
+// softmax(scale * x) per row in double, masked (-inf) entries at 0; the rows here are finite.
+std::vector<float> softmax_double(const std::vector<float> &x, int64_t rows, int64_t cols,
+                                  int64_t ldx, float scale) {
+    std::vector<float> out(size_t(rows * cols));
+    for (int64_t i = 0; i < rows; ++i) {
+        double m = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < cols; ++j)
+            if (x[size_t(i * ldx + j)] != -inf) m = std::max(m, double(scale) * x[size_t(i * ldx + j)]);
+        for (int64_t j = 0; j < cols; ++j)
+            if (x[size_t(i * ldx + j)] != -inf) sum += std::exp(double(scale) * x[size_t(i * ldx + j)] - m);
+        for (int64_t j = 0; j < cols; ++j) {
+            const float v = x[size_t(i * ldx + j)];
+            out[size_t(i * cols + j)] = v == -inf ? 0.0f : float(std::exp(double(scale) * v - m) / sum);
+        }
+    }
+    return out;
+}
+
+std::vector<float> dense(const std::vector<float> &y, int64_t rows, int64_t cols, int64_t ldy) {
+    std::vector<float> out(size_t(rows * cols));
+    for (int64_t i = 0; i < rows; ++i)
+        std::memcpy(&out[size_t(i * cols)], &y[size_t(i * ldy)], size_t(cols) * sizeof(float));
+    return out;
+}
+
+TEST_P(SoftmaxSimd, MatchesReferenceOverLengthsScalesAndStrides) {
+    const int64_t lengths[] = {1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 64, 97, 127, 211, 256, 300, 2053};
+    const float scales[] = {1.0f, 0.125f, -2.0f, 0.0f, 30.0f};
+    uint32_t seed = 10;
+    for (int64_t cols : lengths)
+        for (float scale : scales) {
+            const int64_t rows = 7, ldx = cols + (cols % 3), ldy = cols + 1;
+            SCOPED_TRACE(testing::Message() << "cols=" << cols << " scale=" << scale);
+            auto x = random_tensor(size_t(rows * ldx), ++seed, -4.0f, 4.0f);
+            // Mask a few entries (never a whole row here).
+            for (int64_t i = 0; i < rows; ++i)
+                if (cols > 1) x[size_t(i * ldx + (i * 7) % cols)] = -inf;
+            std::vector<float> y_simd(size_t(rows * ldy), -1.0f), y_ref = y_simd;
+            ASSERT_EQ(attn_softmax_f32(simd_.get(), rows, cols, scale, x.data(), ldx, y_simd.data(), ldy), ATTN_OK);
+            ASSERT_EQ(attn_softmax_f32(ref_.get(), rows, cols, scale, x.data(), ldx, y_ref.data(), ldy), ATTN_OK);
+            const auto got = dense(y_simd, rows, cols, ldy), want = dense(y_ref, rows, cols, ldy);
+            const auto exact = softmax_double(x, rows, cols, ldx, scale);
+            const double ref_error = max_rel_error(want.data(), exact.data(), want.size());
+            ASSERT_LE(max_rel_error(got.data(), want.data(), got.size()), 2.0 * ref_error + 1e-6);
+            // Masked entries are exactly 0; each row sums to 1; the padding of y is untouched.
+            for (int64_t i = 0; i < rows; ++i) {
+                double sum = 0.0;
+                for (int64_t j = 0; j < cols; ++j) {
+                    if (x[size_t(i * ldx + j)] == -inf) ASSERT_EQ(got[size_t(i * cols + j)], 0.0f);
+                    sum += got[size_t(i * cols + j)];
+                }
+                ASSERT_NEAR(sum, 1.0, 1e-5);
+                ASSERT_EQ(y_simd[size_t(i * ldy + cols)], -1.0f);
+            }
+        }
+}
+
+TEST_P(SoftmaxSimd, InPlaceEqualsOutOfPlace) {
+    const int64_t rows = 5, cols = 77;
+    auto x = random_tensor(size_t(rows * cols), 3, -10.0f, 10.0f);
+    std::vector<float> y(x.size());
+    ASSERT_EQ(attn_softmax_f32(simd_.get(), rows, cols, 0.5f, x.data(), cols, y.data(), cols), ATTN_OK);
+    ASSERT_EQ(attn_softmax_f32(simd_.get(), rows, cols, 0.5f, x.data(), cols, x.data(), cols), ATTN_OK);
+    ASSERT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+}
+
+// Row 0: all masked -> zeros. Row 1: one NaN -> all NaN. Row 2: magnitudes of 1e30 -> the
+// same as the reference, finite. Row 3: one unmasked entry -> exactly 1 there. Row 4: +-1e30
+// with one masked -> weight all on the largest.
+TEST_P(SoftmaxSimd, SpecialRows) {
+    const int64_t cols = 19;
+    std::vector<float> x(size_t(5 * cols));
+    for (int64_t j = 0; j < cols; ++j) {
+        x[size_t(0 * cols + j)] = -inf;
+        x[size_t(1 * cols + j)] = float(j);
+        x[size_t(2 * cols + j)] = (j % 2 ? 1e30f : -1e30f) * float(j % 5) / 4.0f;
+        x[size_t(3 * cols + j)] = j == 11 ? 3.0f : -inf;
+        x[size_t(4 * cols + j)] = j == 18 ? 1e30f : (j == 3 ? -inf : -1e30f);
+    }
+    x[size_t(1 * cols + 13)] = nan_f;
+    std::vector<float> y(x.size()), y_ref(x.size());
+    ASSERT_EQ(attn_softmax_f32(simd_.get(), 5, cols, 1.0f, x.data(), cols, y.data(), cols), ATTN_OK);
+    ASSERT_EQ(attn_softmax_f32(ref_.get(), 5, cols, 1.0f, x.data(), cols, y_ref.data(), cols), ATTN_OK);
+    for (int64_t j = 0; j < cols; ++j) {
+        EXPECT_EQ(y[size_t(0 * cols + j)], 0.0f) << j;
+        EXPECT_TRUE(std::isnan(y[size_t(1 * cols + j)])) << j;
+        EXPECT_TRUE(std::isfinite(y[size_t(2 * cols + j)])) << j;
+        EXPECT_NEAR(y[size_t(2 * cols + j)], y_ref[size_t(2 * cols + j)], 1e-6) << j;
+        EXPECT_EQ(y[size_t(3 * cols + j)], j == 11 ? 1.0f : 0.0f) << j;
+        EXPECT_EQ(y[size_t(4 * cols + j)], j == 18 ? 1.0f : 0.0f) << j;
+    }
+}
+
+TEST_P(SoftmaxSimd, BitwiseIdenticalForOneTwoThreeThreads) {
+    const int64_t rows = 333, cols = 515;
+    const auto x = random_tensor(size_t(rows * cols), 9, -6.0f, 6.0f);
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+        auto ctx = make_context(ATTN_IMPL_SIMD, GetParam().isa, threads);
+        ASSERT_TRUE(ctx);
+        std::vector<float> y(x.size());
+        ASSERT_EQ(attn_softmax_f32(ctx.get(), rows, cols, 0.7f, x.data(), cols, y.data(), cols), ATTN_OK);
+        if (threads == 1)
+            first = y;
+        else
+            ASSERT_EQ(std::memcmp(y.data(), first.data(), y.size() * sizeof(float)), 0) << threads;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, SoftmaxSimd, testing::ValuesIn(attn_test::simd_paths()),
+                         attn_test::path_name);
+
+}  // namespace
