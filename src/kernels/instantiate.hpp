@@ -11,6 +11,7 @@
 #endif
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/attention.hpp"
 #include "kernels/kernels.hpp"
 // --- gemm and softmax ---
 #include "kernels/gemm.hpp"
@@ -36,6 +37,14 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.exp_array = &exp_array<Arch>;
     t.softmax_rows = &softmax_rows<Arch>;
     // --- attention ---
+    t.attention_br = attention_blocking<Arch>::br;
+    t.attention_bc = attention_blocking<Arch>::bc;
+    t.attention_nr = attention_blocking<Arch>::nr_vectors * t.vector_floats;
+    t.attention_scratch_floats = &attention_scratch_floats<Arch>;
+    t.attention_pack_k = &attention_pack_k<Arch>;
+    t.attention_forward_tile = &attention_forward_tile<Arch>;
+    t.attention_weights_tile = &attention_weights_tile<Arch>;
+    t.attention_merge_rows = &attention_merge_rows<Arch>;
     return t;
 }
 

@@ -33,6 +33,18 @@ struct kernel_table {
     void (*softmax_rows)(int64_t rows, int64_t cols, float scale, const float *x, int64_t ldx,
                          float *y, int64_t ldy);
     // --- attention ---
+    // Fused attention (attention.hpp); the argument block is in attention_args.hpp.
+    int attention_br, attention_bc, attention_nr;  // query rows / keys per tile, keys per K panel
+    int64_t (*attention_scratch_floats)(int64_t dim_qk, int64_t dim_v);
+    void (*attention_pack_k)(const float *k, int64_t k_ld, int64_t keys, int64_t dim_qk,
+                             int64_t panels, float *packed);
+    void (*attention_forward_tile)(const struct attention_tile &tile);
+    void (*attention_weights_tile)(const struct attention_tile &tile, float *weights,
+                                   int64_t weights_ld);
+    void (*attention_merge_rows)(int64_t parts, int64_t first, int64_t rows, int64_t dim_v,
+                                 const float *const *outs, int64_t outs_ld,
+                                 const float *const *lses, float *out, int64_t out_ld,
+                                 float *lse);
 };
 
 // The table for an ISA, or nullptr for ATTN_ISA_SCALAR / ATTN_ISA_AUTO.

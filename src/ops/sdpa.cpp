@@ -1,17 +1,242 @@
+// The fused attention driver (attn_sdpa_f32 on the SIMD path).
+//
+// Work is cut into fixed tiles decided from the shape only:
+//   task = (batch, query head, query tile of br rows, key chunk)
+// so every output row is computed by the same sequence of floating-point operations for any
+// number of threads. Phases:
+//   1. pack K once per (batch, kv head) when several query tiles read it (parallel);
+//   2. the fused tile kernel per task (parallel);
+//   3. with split keys (decode: too few query tiles to fill the threads), merge the chunks'
+//      (out, lse) in chunk order, the math of attn_merge_f32 (parallel over rows);
+//   4. the weights, when asked for, from the final lse.
+// Every buffer is allocated before the first output is written.
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention_args.hpp"
+#include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
+#include "ops/parallel.hpp"
+#include "ref/dropout.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {
+namespace {
 
-void sdpa(const exec &, const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
-          float *out) {
-    ref::sdpa(d, q, k, v, out);
+constexpr int64_t no_causal = std::numeric_limits<int64_t>::max() / 4;
+// Split the keys when fewer query tiles than this exist (decode), into chunks of at least
+// min_chunk_keys keys: enough tasks for the threads, decided from the shape alone.
+constexpr int64_t split_below_tasks = 64;
+constexpr int64_t min_chunk_keys = 512;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Keys j >= this are hidden for batch b (kv_len padding), clamped to [0, len_kv].
+int64_t keys_in_batch(const attn_sdpa_desc &d, int64_t b) {
+    if (!d.kv_len) return d.len_kv;
+    const int64_t n = d.kv_len[b];
+    return n < 0 ? 0 : (n > d.len_kv ? d.len_kv : n);
 }
 
-void sdpa_backward(const exec &, const attn_sdpa_desc &d, const float *q, const float *k,
-                   const float *v, const float *out, const float *dout, const float *lse,
-                   float *dq, float *dk, float *dv) {
-    ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
+// Key j is visible to query i iff j <= i + causal_offset.
+int64_t causal_offset(const attn_sdpa_desc &d) {
+    switch (d.causal) {
+    case ATTN_CAUSAL_TOP_LEFT: return 0;
+    case ATTN_CAUSAL_BOTTOM_RIGHT: return d.len_kv - d.len_q;
+    default: return no_causal;
+    }
+}
+
+struct sdpa_plan {
+    int64_t br, bc, nr;
+    int64_t q_tiles, group, rows_total;
+    int64_t chunks, chunk_keys;  // chunks == 1: no split
+    int64_t panels;              // K panels per head
+    bool prepack;                // pack K and pad V once per head (several tiles read them)
+    int64_t v_ld;                // padded V row: whole vectors, an odd number of cache lines
+
+    sdpa_plan(const kernels::kernel_table &kt, const attn_sdpa_desc &d)
+        : br(kt.attention_br), bc(kt.attention_bc), nr(kt.attention_nr) {
+        q_tiles = ceil_div(d.len_q, br);
+        group = d.heads_q / d.heads_kv;
+        rows_total = d.batch * d.heads_q * d.len_q;
+        panels = ceil_div(d.len_kv, nr);
+        prepack = group * q_tiles > 1;
+        // Rows an even number of 64-byte lines apart share half the L1 sets, and a
+        // bc x 64-float block of V no longer fits; one extra line spreads them over all sets.
+        v_ld = ceil_div(d.dim_v, kt.vector_floats) * kt.vector_floats;
+        if ((v_ld / 16) % 2 == 0) v_ld = ceil_div(v_ld, 16) * 16 + 16;
+        const int64_t tiles = d.batch * d.heads_q * q_tiles;
+        chunks = 1;
+        chunk_keys = ceil_div(d.len_kv, bc) * bc;
+        if (tiles < split_below_tasks && d.len_kv >= 2 * min_chunk_keys) {
+            int64_t want = ceil_div(split_below_tasks, tiles);
+            if (want > d.len_kv / min_chunk_keys) want = d.len_kv / min_chunk_keys;
+            chunk_keys = ceil_div(ceil_div(d.len_kv, want), bc) * bc;
+            chunks = ceil_div(d.len_kv, chunk_keys);
+        }
+    }
+};
+
+}  // namespace
+
+void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
+          float *out) {
+    const kernels::kernel_table *kt = ex.reference ? nullptr : kernels::kernel_table_for(ex.isa);
+    if (!kt) {
+        ref::sdpa(d, q, k, v, out);
+        return;
+    }
+    const sdpa_plan plan(*kt, d);
+    const bool split = plan.chunks > 1;
+    const bool dropout = d.dropout_p > 0.0f;
+    const int64_t offset = causal_offset(d);
+
+    // ---- scratch, all before any output is written ----
+    const int slots = worker_slots(ex);
+    const int64_t slot_floats = (kt->attention_scratch_floats(d.dim_qk, d.dim_v) + 15) / 16 * 16;
+    aligned_floats tile_scratch(static_cast<size_t>(slot_floats * slots));
+    std::vector<uint32_t> row_keys(dropout ? static_cast<size_t>(plan.br * slots) : 0);
+    std::vector<float> slot_lse(static_cast<size_t>(plan.br * slots));
+    const int64_t head_packed = plan.panels * plan.nr * d.dim_qk;
+    aligned_floats packed_k(plan.prepack ? static_cast<size_t>(d.batch * d.heads_kv * head_packed) : 0);
+    const int64_t head_v = d.len_kv * plan.v_ld;
+    aligned_floats packed_v(plan.prepack ? static_cast<size_t>(d.batch * d.heads_kv * head_v) : 0);
+    // Final lse of every row, when the caller gives none but a later phase needs it.
+    std::vector<float> lse_rows(!d.lse && (split || d.weights) ? plan.rows_total : 0);
+    float *lse_all = d.lse ? d.lse : (lse_rows.empty() ? nullptr : lse_rows.data());
+    // Split keys: chunk c's normalised rows [rows_total x dim_v] and lse [rows_total].
+    std::vector<float> part_out(split ? plan.chunks * plan.rows_total * d.dim_v : 0);
+    std::vector<float> part_lse(split ? plan.chunks * plan.rows_total : 0);
+    std::vector<const float *> part_out_at(split ? plan.chunks : 0);
+    std::vector<const float *> part_lse_at(split ? plan.chunks : 0);
+    for (int64_t c = 0; c < (split ? plan.chunks : 0); ++c) {
+        part_out_at[c] = part_out.data() + c * plan.rows_total * d.dim_v;
+        part_lse_at[c] = part_lse.data() + c * plan.rows_total;
+    }
+    auto slot = [&]() { return worker_slot(ex); };
+
+    // ---- 1. packed K and padded V, once per (batch, kv head), in blocks of panels ----
+    if (plan.prepack) {
+        const int64_t panel_block = 16;
+        const int64_t blocks = ceil_div(plan.panels, panel_block);
+        parallel_tasks(ex, d.batch * d.heads_kv * blocks, [&](int64_t task) {
+            const int64_t head = task / blocks, p0 = (task % blocks) * panel_block;
+            const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
+            const int64_t np = plan.panels - p0 < panel_block ? plan.panels - p0 : panel_block;
+            const float *k_head = k + b * d.k.batch + hk * d.k.head;
+            kt->attention_pack_k(k_head + p0 * plan.nr * d.k.seq, d.k.seq,
+                                 d.len_kv - p0 * plan.nr, d.dim_qk, np,
+                                 packed_k.get() + head * head_packed + p0 * plan.nr * d.dim_qk);
+            const float *v_head = v + b * d.v.batch + hk * d.v.head;
+            const int64_t j_end = (p0 + np) * plan.nr < d.len_kv ? (p0 + np) * plan.nr : d.len_kv;
+            for (int64_t j = p0 * plan.nr; j < j_end; ++j) {
+                float *row = packed_v.get() + head * head_v + j * plan.v_ld;
+                std::memcpy(row, v_head + j * d.v.seq, sizeof(float) * size_t(d.dim_v));
+                std::memset(row + d.dim_v, 0, sizeof(float) * size_t(plan.v_ld - d.dim_v));
+            }
+        });
+    }
+
+    // The tile of query rows [i0, i0 + rows) of (b, h), keys [key_begin, key_end).
+    auto make_tile = [&](int64_t b, int64_t h, int64_t i0, int64_t s) {
+        const int64_t hk = h / plan.group;
+        kernels::attention_tile t{};
+        t.rows = d.len_q - i0 < plan.br ? d.len_q - i0 : plan.br;
+        t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
+        t.q_ld = d.q.seq;
+        t.dim_qk = d.dim_qk;
+        t.dim_v = d.dim_v;
+        t.scale = d.scale;
+        t.k = k + b * d.k.batch + hk * d.k.head;
+        t.k_ld = d.k.seq;
+        t.len_kv = d.len_kv;
+        if (plan.prepack) {
+            t.k_packed = packed_k.get() + (b * d.heads_kv + hk) * head_packed;
+            t.v = packed_v.get() + (b * d.heads_kv + hk) * head_v;
+            t.v_ld = plan.v_ld;
+            t.v_padded = true;
+        } else {
+            t.v = v + b * d.v.batch + hk * d.v.head;
+            t.v_ld = d.v.seq;
+        }
+        // Keys past the batch's length or past the causal limit of the tile's last row are
+        // never visited.
+        int64_t key_end = keys_in_batch(d, b);
+        const int64_t last_visible = i0 + t.rows - 1 + offset + 1;
+        if (last_visible < key_end) key_end = last_visible < 0 ? 0 : last_visible;
+        t.key_begin = 0;
+        t.key_end = key_end;
+        t.first_row = i0;
+        t.causal_offset = offset;
+        if (d.mask) {
+            t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
+                     i0 * d.mask_strides.seq;
+            t.mask_ld = d.mask_strides.seq;
+        }
+        t.scratch = tile_scratch.get() + s * slot_floats;
+        if (dropout) {
+            uint32_t *keys = row_keys.data() + s * plan.br;
+            for (int64_t r = 0; r < t.rows; ++r)
+                keys[r] = dropout::row_key(d.dropout_seed, b, h, i0 + r);
+            t.dropout_keys = keys;
+            t.dropout_threshold = dropout::threshold(d.dropout_p);
+            t.dropout_keep = dropout::keep_scale(d.dropout_p);
+        }
+        return t;
+    };
+
+    // ---- 2. the fused kernel per (batch, head, query tile, key chunk) ----
+    const int64_t tasks = d.batch * d.heads_q * plan.q_tiles * plan.chunks;
+    parallel_tasks(ex, tasks, [&](int64_t task) {
+        const int64_t chunk = task % plan.chunks;
+        const int64_t qt = (task / plan.chunks) % plan.q_tiles;
+        const int64_t bh = task / (plan.chunks * plan.q_tiles);
+        const int64_t b = bh / d.heads_q, h = bh % d.heads_q, i0 = qt * plan.br;
+        const int s = slot();
+        kernels::attention_tile t = make_tile(b, h, i0, s);
+        const int64_t row0 = bh * d.len_q + i0;  // dense [b, h, i] index of the tile's row 0
+        if (split) {
+            const int64_t begin = chunk * plan.chunk_keys;
+            const int64_t end = begin + plan.chunk_keys;
+            t.key_begin = begin;
+            if (end < t.key_end) t.key_end = end;
+            t.out = const_cast<float *>(part_out_at[chunk]) + row0 * d.dim_v;
+            t.out_ld = d.dim_v;
+            t.lse = const_cast<float *>(part_lse_at[chunk]) + row0;
+        } else {
+            t.out = out + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
+            t.out_ld = d.out.seq;
+            t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
+        }
+        kt->attention_forward_tile(t);
+        if (!split && d.weights) kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv);
+    });
+    if (!split) return;
+
+    // ---- 3. merge the key chunks in chunk order ----
+    const int64_t merge_rows = 16;
+    const int64_t row_blocks = ceil_div(d.len_q, merge_rows);
+    parallel_tasks(ex, d.batch * d.heads_q * row_blocks, [&](int64_t task) {
+        const int64_t bh = task / row_blocks, i0 = (task % row_blocks) * merge_rows;
+        const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
+        const int64_t rows = d.len_q - i0 < merge_rows ? d.len_q - i0 : merge_rows;
+        kt->attention_merge_rows(plan.chunks, bh * d.len_q + i0, rows, d.dim_v,
+                                 part_out_at.data(), d.dim_v, part_lse_at.data(),
+                                 out + b * d.out.batch + h * d.out.head + i0 * d.out.seq,
+                                 d.out.seq, lse_all ? lse_all + bh * d.len_q + i0 : nullptr);
+    });
+
+    // ---- 4. weights from the merged lse ----
+    if (!d.weights) return;
+    parallel_tasks(ex, d.batch * d.heads_q * plan.q_tiles, [&](int64_t task) {
+        const int64_t bh = task / plan.q_tiles, i0 = (task % plan.q_tiles) * plan.br;
+        kernels::attention_tile t = make_tile(bh / d.heads_q, bh % d.heads_q, i0, slot());
+        const int64_t row0 = bh * d.len_q + i0;
+        t.lse = lse_all + row0;
+        kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv);
+    });
 }
 
 }  // namespace attn::ops

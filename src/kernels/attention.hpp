@@ -1,0 +1,474 @@
+// Fused scaled dot-product attention, flash-attention style, templated on the xsimd Arch.
+//
+// One call of attention_forward_tile handles a tile of at most br query rows of one
+// (batch, query head) and streams the keys in tiles of bc:
+//   S  = (scale Q) K_tile^T                      register-blocked, K packed in panels of nr
+//   S += mask; hidden keys (causal, range) -> -inf
+//   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P   (online softmax)
+//   P *= dropout factors
+//   O  = O exp(m - m') + P V_tile                V rows read in place, dim_v in vectors
+// and finally out = O / l, lse = m + log l. Only the br x bc tile S is ever stored.
+//
+// Everything here is a template on Arch (see vec_math.hpp for why no plain inline functions).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/attention_args.hpp"
+#include "kernels/attention_merge.hpp"
+#include "kernels/vec_math.hpp"
+#include "ref/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
+
+namespace attn::kernels {
+
+// Block sizes per ISA, in one table.
+//   mr x nr_vectors: the S micro-tile (rows x key vectors) held in registers;
+//   mr x nv:         the O micro-tile (rows x dim_v vectors) of P V;
+//   br, bc:          query rows and keys per tile (bc a multiple of nr).
+template <class Arch>
+struct attention_blocking;
+
+template <>
+struct attention_blocking<xsimd::avx512bw> {  // 32 zmm: 24 accumulators + 4 K loads
+    static constexpr int mr = 6, nr_vectors = 4, nv = 4, br = 48, bc = 128;
+};
+template <>
+struct attention_blocking<xsimd::fma3<xsimd::avx2>> {  // 16 ymm: 12 accumulators + 2 loads
+    static constexpr int mr = 6, nr_vectors = 2, nv = 2, br = 48, bc = 128;
+};
+template <>
+struct attention_blocking<xsimd::sse4_2> {  // 16 xmm, no FMA
+    static constexpr int mr = 6, nr_vectors = 2, nv = 2, br = 48, bc = 64;
+};
+
+namespace attention_detail {
+
+template <class Arch>
+constexpr int lanes = static_cast<int>(xsimd::batch<float, Arch>::size);
+
+template <class Arch>
+constexpr int panel_keys = attention_blocking<Arch>::nr_vectors * lanes<Arch>;
+
+constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+template <class Arch>
+inline xsimd::batch<float, Arch> lane_index() {
+    alignas(64) static constexpr float index[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                    8, 9, 10, 11, 12, 13, 14, 15};
+    return xsimd::batch<float, Arch>::load_aligned(index);
+}
+
+// Where each piece of a tile lives in the scratch (offsets in floats, 64-byte multiples).
+template <class Arch>
+struct scratch_layout {
+    int64_t q_tile, scores, o_tile, row_max, row_sum, rescale, k_panels, v_tile, total;
+    scratch_layout(int64_t dim_qk, int64_t dim_v) {
+        using blk = attention_blocking<Arch>;
+        const int64_t dv_pad = round_up(dim_v, lanes<Arch>);
+        int64_t at = 0;
+        auto take = [&at](int64_t floats) {
+            const int64_t here = at;
+            at += round_up(floats, 16);
+            return here;
+        };
+        q_tile = take(blk::br * dim_qk);
+        scores = take(blk::br * blk::bc);
+        o_tile = take(blk::br * dv_pad);
+        row_max = take(blk::br);
+        row_sum = take(blk::br);
+        rescale = take(blk::br);
+        k_panels = take(blk::bc * dim_qk);
+        v_tile = take(blk::bc * dv_pad);
+        total = at;
+    }
+};
+
+// ---- micro-kernels ----------------------------------------------------------------------
+
+// s[Rows x NRV*W] = qs[Rows x dim] * panel, panel = [dim][NRV*W] (key fastest).
+template <class Arch, int Rows, int NRV>
+inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_t dim,
+                        float *s, int64_t lds) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    fbatch acc[Rows][NRV];
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v) acc[r][v] = fbatch(0.0f);
+    for (int64_t d = 0; d < dim; ++d) {
+        fbatch k_vec[NRV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v) k_vec[v] = fbatch::load_aligned(panel + d * NRV * W + v * W);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const fbatch q_val(qs[r * ldq + d]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NRV; ++v) acc[r][v] = xsimd::fma(q_val, k_vec[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v) acc[r][v].store_aligned(s + r * lds + v * W);
+}
+
+template <class Arch, int Rows>
+inline void score_block_rows(int rows, const float *qs, int64_t ldq, const float *panel,
+                             int64_t dim, float *s, int64_t lds) {
+    constexpr int nrv = attention_blocking<Arch>::nr_vectors;
+    if constexpr (Rows == 1) {
+        score_block<Arch, 1, nrv>(qs, ldq, panel, dim, s, lds);
+    } else {
+        if (rows == Rows) return score_block<Arch, Rows, nrv>(qs, ldq, panel, dim, s, lds);
+        score_block_rows<Arch, Rows - 1>(rows, qs, ldq, panel, dim, s, lds);
+    }
+}
+
+// o[Rows x NV*W] = o * rescale[r] + p[Rows x keys] * v[keys x NV*W].
+template <class Arch, int Rows, int NV>
+inline void pv_block(const float *p, int64_t ldp, int64_t keys, const float *v, int64_t ldv,
+                     float *o, int64_t ldo, const float *rescale) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    fbatch acc[Rows][NV];
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r) {
+        const fbatch a(rescale[r]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) acc[r][c] = fbatch::load_aligned(o + r * ldo + c * W) * a;
+    }
+    for (int64_t j = 0; j < keys; ++j) {
+        fbatch v_vec[NV];
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) v_vec[c] = fbatch::load_unaligned(v + j * ldv + c * W);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const fbatch p_val(p[r * ldp + j]);
+#pragma GCC unroll 8
+            for (int c = 0; c < NV; ++c) acc[r][c] = xsimd::fma(p_val, v_vec[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) acc[r][c].store_aligned(o + r * ldo + c * W);
+}
+
+template <class Arch, int Rows, int NV>
+inline void pv_block_vectors(int vectors, const float *p, int64_t ldp, int64_t keys,
+                             const float *v, int64_t ldv, float *o, int64_t ldo,
+                             const float *rescale) {
+    if constexpr (NV == 1) {
+        pv_block<Arch, Rows, 1>(p, ldp, keys, v, ldv, o, ldo, rescale);
+    } else {
+        if (vectors == NV) return pv_block<Arch, Rows, NV>(p, ldp, keys, v, ldv, o, ldo, rescale);
+        pv_block_vectors<Arch, Rows, NV - 1>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+    }
+}
+
+template <class Arch, int Rows>
+inline void pv_block_any(int rows, int vectors, const float *p, int64_t ldp, int64_t keys,
+                         const float *v, int64_t ldv, float *o, int64_t ldo,
+                         const float *rescale) {
+    constexpr int nv = attention_blocking<Arch>::nv;
+    if constexpr (Rows == 1) {
+        pv_block_vectors<Arch, 1, nv>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+    } else {
+        if (rows == Rows)
+            return pv_block_vectors<Arch, Rows, nv>(vectors, p, ldp, keys, v, ldv, o, ldo,
+                                                    rescale);
+        pv_block_any<Arch, Rows - 1>(rows, vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+    }
+}
+
+// ---- tile steps -------------------------------------------------------------------------
+
+// Panels of nr keys, [dim][nr] each, from rows k + j * k_ld (j < keys; zero for j >= keys).
+template <class Arch>
+void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int64_t panels,
+                   float *packed) {
+    constexpr int nr = panel_keys<Arch>;
+    for (int64_t p = 0; p < panels; ++p) {
+        float *panel = packed + p * nr * dim;
+        for (int n = 0; n < nr; ++n) {
+            const int64_t j = p * nr + n;
+            if (j < keys) {
+                const float *row = k + j * k_ld;
+                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = row[d];
+            } else {
+                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = 0.0f;
+            }
+        }
+    }
+}
+
+// S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels.
+template <class Arch>
+void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels_at,
+                 int64_t panels, float *s) {
+    using blk = attention_blocking<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
+        for (int64_t r0 = 0; r0 < rows; r0 += blk::mr) {
+            const int rr = static_cast<int>(rows - r0 < blk::mr ? rows - r0 : blk::mr);
+            score_block_rows<Arch, blk::mr>(rr, qs + r0 * dim, dim, panels_at + p * nr * dim,
+                                            dim, s + r0 * blk::bc + p * nr, blk::bc);
+        }
+}
+
+// Row r of S for keys j0 + c, c < visible: adds the mask, sets lanes c >= visible to -inf,
+// returns the row max (-inf when visible == 0). Only the first round_up(visible, W) columns
+// are touched.
+template <class Arch>
+float mask_score_row(float *s_row, int64_t visible, const float *mask_row) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const fbatch index = lane_index<Arch>();
+    fbatch row_max(neg_inf);
+    for (int64_t c = 0; c < visible; c += W) {
+        fbatch x = fbatch::load_aligned(s_row + c);
+        if (mask_row) {
+            if (c + W <= visible) {
+                x += fbatch::load_unaligned(mask_row + c);
+            } else {
+                alignas(64) float part[W] = {};
+                for (int64_t i = 0; i < visible - c; ++i) part[i] = mask_row[c + i];
+                x += fbatch::load_aligned(part);
+            }
+        }
+        if (c + W > visible)
+            x = xsimd::select(index < fbatch(static_cast<float>(visible - c)), x, fbatch(neg_inf));
+        x.store_aligned(s_row + c);
+        row_max = xsimd::max(row_max, x);
+    }
+    return reduce_max<Arch>(row_max);
+}
+
+// p *= dropout factor of keys j0 + c .. j0 + c + W - 1 for a row whose generator key is
+// row_key: fmix32(row_key ^ j * column_multiplier) < threshold drops (as dropout::dropped).
+template <class Arch>
+inline xsimd::batch<float, Arch> apply_dropout(const xsimd::batch<float, Arch> &p,
+                                               uint32_t row_key, int64_t j, uint32_t threshold,
+                                               float keep) {
+    using fbatch = xsimd::batch<float, Arch>;
+    using ubatch = xsimd::batch<uint32_t, Arch>;
+    using ibatch = xsimd::batch<int32_t, Arch>;
+    alignas(64) static constexpr uint32_t index[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                       8, 9, 10, 11, 12, 13, 14, 15};
+    const ubatch cols = ubatch(static_cast<uint32_t>(j)) + ubatch::load_aligned(index);
+    ubatch x = ubatch(row_key) ^ (cols * ubatch(dropout::column_multiplier));
+    x ^= x >> 16;
+    x *= ubatch(0x85ebca6bU);
+    x ^= x >> 13;
+    x *= ubatch(0xc2b2ae35U);
+    x ^= x >> 16;
+    // Unsigned x >= threshold, as a signed compare after flipping the sign bits.
+    const ibatch xs = xsimd::bitwise_cast<ibatch>(x ^ ubatch(0x80000000U));
+    const ibatch ts(static_cast<int32_t>(threshold ^ 0x80000000U));
+    const ibatch keep_bits = xsimd::select(xs >= ts, xsimd::bitwise_cast<ibatch>(fbatch(keep)),
+                                           ibatch(0));
+    return p * xsimd::bitwise_cast<fbatch>(keep_bits);
+}
+
+template <class Arch>
+inline int64_t visible_keys(const attention_tile &t, int64_t r, int64_t j0, int64_t cols) {
+    int64_t n = t.first_row + r + t.causal_offset + 1 - j0;  // keys j0 .. j0+n-1 pass causal
+    if (n > cols) n = cols;
+    return n < 0 ? 0 : n;
+}
+
+// V rows for keys j0 .. j0+keys-1 readable as full vectors: in place when they are
+// (padded, or dim_v a whole number of vectors), else copied, zero padded, into the scratch.
+template <class Arch>
+const float *v_tile_rows(const attention_tile &t, int64_t j0, int64_t keys, float *v_pad,
+                         int64_t *ldv) {
+    constexpr int W = lanes<Arch>;
+    if (t.v_padded || t.dim_v % W == 0) {
+        *ldv = t.v_ld;
+        return t.v + j0 * t.v_ld;
+    }
+    const int64_t dv_pad = round_up(t.dim_v, W);
+    for (int64_t j = 0; j < keys; ++j) {
+        const float *src = t.v + (j0 + j) * t.v_ld;
+        float *dst = v_pad + j * dv_pad;
+        for (int64_t c = 0; c < t.dim_v; ++c) dst[c] = src[c];
+        for (int64_t c = t.dim_v; c < dv_pad; ++c) dst[c] = 0.0f;
+    }
+    *ldv = dv_pad;
+    return v_pad;
+}
+
+// K panels for keys j0 .. j0+keys-1: from the packed head, or packed now into the scratch.
+template <class Arch>
+const float *k_tile_panels(const attention_tile &t, int64_t j0, int64_t panels, float *k_buf) {
+    constexpr int nr = panel_keys<Arch>;
+    if (t.k_packed) return t.k_packed + (j0 / nr) * nr * t.dim_qk;
+    pack_k_panels<Arch>(t.k + j0 * t.k_ld, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
+    return k_buf;
+}
+
+// qs = scale * Q tile, rows x dim_qk dense.
+template <class Arch>
+void load_scaled_q(const attention_tile &t, float *qs) {
+    for (int64_t r = 0; r < t.rows; ++r)
+        for (int64_t d = 0; d < t.dim_qk; ++d) qs[r * t.dim_qk + d] = t.scale * t.q[r * t.q_ld + d];
+}
+
+}  // namespace attention_detail
+
+// ---- entry points (in the kernel table) -----------------------------------------------------
+
+template <class Arch>
+int64_t attention_scratch_floats(int64_t dim_qk, int64_t dim_v) {
+    return attention_detail::scratch_layout<Arch>(dim_qk, dim_v).total;
+}
+
+// The packed K of one head: panels of nr keys (see attention_tile::k_packed).
+template <class Arch>
+void attention_pack_k(const float *k, int64_t k_ld, int64_t keys, int64_t dim_qk,
+                      int64_t panels, float *packed) {
+    attention_detail::pack_k_panels<Arch>(k, k_ld, keys, dim_qk, panels, packed);
+}
+
+template <class Arch>
+void attention_forward_tile(const attention_tile &t) {
+    using namespace attention_detail;
+    using blk = attention_blocking<Arch>;
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const scratch_layout<Arch> at(t.dim_qk, t.dim_v);
+    float *qs = t.scratch + at.q_tile;
+    float *s = t.scratch + at.scores;
+    float *o = t.scratch + at.o_tile;
+    float *m = t.scratch + at.row_max;
+    float *l = t.scratch + at.row_sum;
+    float *rescale = t.scratch + at.rescale;
+    const int64_t dv_pad = round_up(t.dim_v, W);
+
+    load_scaled_q<Arch>(t, qs);
+    for (int64_t i = 0; i < t.rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
+    for (int64_t r = 0; r < t.rows; ++r) {
+        m[r] = neg_inf;
+        l[r] = 0.0f;
+    }
+
+    for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
+        const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
+        const int64_t panels = (cols + nr - 1) / nr;
+
+        // S = (scale Q) K^T for this tile
+        const float *k_at = k_tile_panels<Arch>(t, j0, panels, t.scratch + at.k_panels);
+        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_at, panels, s);
+
+        // online softmax: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m - m') + sum P
+        for (int64_t r = 0; r < t.rows; ++r) {
+            float *s_row = s + r * blk::bc;
+            const int64_t visible = visible_keys<Arch>(t, r, j0, cols);
+            const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
+            const float tile_max = mask_score_row<Arch>(s_row, visible, mask_row);
+            const float m_new = tile_max > m[r] ? tile_max : m[r];
+            int64_t c = 0;
+            if (m_new == neg_inf) {  // nothing visible yet: P = 0, O stays 0
+                rescale[r] = 1.0f;
+            } else {
+                rescale[r] = kernels::exp<Arch>(fbatch(m[r] - m_new)).get(0);
+                const fbatch shift(m_new);
+                fbatch sum(0.0f);
+                for (; c < visible; c += W) {
+                    fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                    sum += p;
+                    if (t.dropout_keys)
+                        p = apply_dropout<Arch>(p, t.dropout_keys[r], j0 + c,
+                                                t.dropout_threshold, t.dropout_keep);
+                    p.store_aligned(s_row + c);
+                }
+                l[r] = l[r] * rescale[r] + reduce_add<Arch>(sum);
+                m[r] = m_new;
+            }
+            for (; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
+        }
+
+        // O = O * rescale + P V for this tile; a dim_v chunk of V stays in L1 across row blocks
+        int64_t ldv = 0;
+        const float *v_at = v_tile_rows<Arch>(t, j0, cols, t.scratch + at.v_tile, &ldv);
+        const int64_t vectors = dv_pad / W;
+        for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
+            const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
+            for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr) {
+                const int rr = static_cast<int>(t.rows - r0 < blk::mr ? t.rows - r0 : blk::mr);
+                pv_block_any<Arch, blk::mr>(rr, nvec, s + r0 * blk::bc, blk::bc, cols,
+                                            v_at + c0 * W, ldv, o + r0 * dv_pad + c0 * W,
+                                            dv_pad, rescale + r0);
+            }
+        }
+    }
+
+    // out = O / l, lse = m + log l; fully masked rows give zeros and -inf
+    for (int64_t r = 0; r < t.rows; ++r) {
+        float *out_row = t.out + r * t.out_ld;
+        const float *o_row = o + r * dv_pad;
+        const bool empty = l[r] == 0.0f;
+        const fbatch inv(empty ? 0.0f : 1.0f / l[r]);
+        int64_t c = 0;
+        for (; c + W <= t.dim_v; c += W) (fbatch::load_aligned(o_row + c) * inv).store_unaligned(out_row + c);
+        for (; c < t.dim_v; ++c) out_row[c] = o_row[c] * inv.get(0);
+        t.lse[r] = empty ? neg_inf : m[r] + __builtin_logf(l[r]);
+    }
+}
+
+// weights row r, keys [0, len_kv) = exp(S_rj - lse[r]) where key j is visible, 0 elsewhere
+// (the softmax before dropout), recomputing S; t.lse holds the rows' final lse.
+template <class Arch>
+void attention_weights_tile(const attention_tile &t, float *weights, int64_t weights_ld) {
+    using namespace attention_detail;
+    using blk = attention_blocking<Arch>;
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const scratch_layout<Arch> at(t.dim_qk, t.dim_v);
+    float *qs = t.scratch + at.q_tile;
+    float *s = t.scratch + at.scores;
+
+    load_scaled_q<Arch>(t, qs);
+    for (int64_t r = 0; r < t.rows; ++r) {
+        float *w_row = weights + r * weights_ld;
+        for (int64_t j = 0; j < t.key_begin; ++j) w_row[j] = 0.0f;
+        for (int64_t j = t.key_end > t.key_begin ? t.key_end : t.key_begin; j < t.len_kv; ++j)
+            w_row[j] = 0.0f;
+    }
+    for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
+        const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
+        const int64_t panels = (cols + nr - 1) / nr;
+        const float *k_at = k_tile_panels<Arch>(t, j0, panels, t.scratch + at.k_panels);
+        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_at, panels, s);
+        for (int64_t r = 0; r < t.rows; ++r) {
+            float *s_row = s + r * blk::bc;
+            float *w_row = weights + r * weights_ld + j0;
+            const int64_t visible = t.lse[r] == neg_inf ? 0 : visible_keys<Arch>(t, r, j0, cols);
+            const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
+            mask_score_row<Arch>(s_row, visible, mask_row);
+            const fbatch shift(t.lse[r]);
+            int64_t c = 0;
+            for (; c < visible; c += W) {
+                const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                if (c + W <= cols) {
+                    p.store_unaligned(w_row + c);
+                } else {  // the tile's last, partial vector
+                    p.store_aligned(s_row + c);
+                    for (int64_t i = c; i < cols; ++i) w_row[i] = s_row[i];
+                }
+            }
+            for (c = visible; c < cols; ++c) w_row[c] = 0.0f;
+        }
+    }
+}
+
+}  // namespace attn::kernels

@@ -1,0 +1,57 @@
+// Argument blocks of the fused attention kernels (attention.hpp). Plain data, no xsimd:
+// the drivers in src/ops fill them, the kernels read them.
+#pragma once
+
+#include <cstdint>
+
+namespace attn::kernels {
+
+// One query tile of one (batch, query head) against the keys [key_begin, key_end):
+//   S = scale * Q K^T + mask, causal / range masking, online softmax, O = softmax(S) V.
+// The kernel writes, for every row r < rows, the normalised output row and
+// lse[r] = log sum_j exp(S_rj) over the visible keys (-inf, and a zero row, when none is).
+//
+// Key j is visible to tile row r when key_begin <= j < key_end and
+// j <= first_row + r + causal_offset (use a huge causal_offset for no causal mask).
+struct attention_tile {
+    const float *q;         // row r of Q at q + r * q_ld, dim_qk contiguous floats
+    int64_t q_ld;
+    int64_t rows;           // 1 .. blocks.br
+    int64_t dim_qk, dim_v;
+    float scale;
+
+    // K, either packed once per head by attention_pack_k (panel p = keys [p*nr, p*nr + nr),
+    // stored [dim_qk][nr], key fastest, zero beyond the head's last key) or, when k_packed
+    // is null, read from k + j * k_ld and packed tile by tile into the scratch.
+    const float *k_packed;
+    const float *k;
+    int64_t k_ld;
+    int64_t len_kv;         // keys in the head (K rows that may be read)
+
+    // V rows at v + j * v_ld, dim_v contiguous floats; v_padded: each row may be read up
+    // to dim_v rounded up to whole vectors (else the kernel copies the tile's rows).
+    const float *v;
+    int64_t v_ld;
+    bool v_padded;
+
+    int64_t key_begin, key_end;  // key_begin a multiple of blocks.bc
+    int64_t first_row;           // query index of tile row 0
+    int64_t causal_offset;
+
+    const float *mask;      // additive mask on S: row r at mask + r * mask_ld, key j at [j]
+    int64_t mask_ld;
+
+    // Dropout on the probabilities before P V (not on the softmax sum): key j of row r is
+    // dropped when fmix32(dropout_keys[r] ^ j * 0x9E3779B1) < dropout_threshold, kept ones
+    // are multiplied by dropout_keep. dropout_keys null: no dropout.
+    const uint32_t *dropout_keys;
+    uint32_t dropout_threshold;
+    float dropout_keep;
+
+    float *scratch;         // attention_scratch_floats(dim_qk, dim_v) floats, 64-byte aligned
+    float *out;             // row r at out + r * out_ld, dim_v floats
+    int64_t out_ld;
+    float *lse;             // rows floats
+};
+
+}  // namespace attn::kernels
