@@ -56,6 +56,7 @@ class Result:
         self.shape = "/".join(rest)
         self.seconds = float(entry["real_time"]) * TIME_UNITS.get(entry.get("time_unit", "ns"), 1e-9)
         self.gflops = gflops_of(entry)
+        self.gbps = float(entry["GB/s"]) if "GB/s" in entry else None
         self.error = entry.get("error_occurred", False)
 
     def better_than(self, other):
@@ -176,8 +177,9 @@ def list_benchmarks(binary):
 
 
 def summary_filter(names, per_op):
-    """A regex selecting, for each op, `per_op` middle-sized shapes that have a reference
-    (so every row of the summary has something to compare), plus the machine's FMA peak."""
+    """A regex selecting a few shapes per op, plus the machine's yardsticks: the largest
+    shape that has a reference run (so simd/ref is measured), then shapes from the middle
+    of the sweep (big enough to be representative, small enough to finish quickly)."""
     by_op = {}
     for name in names:
         fake = Result({"name": name, "real_time": 0})
@@ -187,13 +189,17 @@ def summary_filter(names, per_op):
         if op == "machine":
             chosen.append(re.escape(op) + "/")
             continue
-        with_ref = [s for s, impls in shapes.items() if set(impls) & set(REFERENCE_IMPLS)]
-        pool = sorted(with_ref or shapes, key=shape_size)
-        # the middle of the sweep: big enough to be representative, small enough for the
-        # reference to finish quickly
-        mid = max(0, (len(pool) - per_op) // 2)
-        for s in pool[mid:mid + per_op]:
-            chosen.append(re.escape(op) + "/.*/threads:[0-9]+/" + re.escape(s) + "$")
+        ordered = sorted(shapes, key=shape_size)
+        with_ref = [s for s in ordered if shapes[s] & set(REFERENCE_IMPLS)]
+        picks = with_ref[-1:]
+        mid = len(ordered) // 2
+        for s in ordered[mid:] + ordered[:mid][::-1]:
+            if len(picks) >= per_op:
+                break
+            if s not in picks:
+                picks.append(s)
+        for s in picks:
+            chosen.append(re.escape(op) + "/[^/]+/[^/]+/threads:[0-9]+/" + re.escape(s) + "(/|$)")
     return "|".join(f"({c})" for c in chosen)
 
 
@@ -210,15 +216,20 @@ def fmt_ratio(num, den):
     return f"{den.seconds / num.seconds:.2f}x"
 
 
-def fmt_gflops(r):
-    return "n/a" if r is None or r.gflops is None else f"{r.gflops:.1f}"
+def fmt_rate(r):
+    """GFLOP/s for compute-bound ops, GB/s for the memory-bound ones that report only bytes."""
+    if r is not None and r.gflops is not None:
+        return f"{r.gflops:.1f} GFLOP/s"
+    if r is not None and r.gbps is not None:
+        return f"{r.gbps:.1f} GB/s"
+    return "n/a"
 
 
 def summary_rows(run):
     """One row per (op, shape): reference, SIMD on the best ISA at 1 and N threads, peers."""
     n = max(run.thread_counts(), default=1)
     header = ["op/shape", "ref ms", "simd 1t ms", "isa", "simd/ref", f"simd {n}t ms",
-              "GFLOP/s", f"{n}t/1t", "peer", f"peer {n}t ms", "attn/peer"]
+              f"simd {n}t rate", f"{n}t/1t", "peer", f"peer {n}t ms", "attn/peer"]
     rows = []
     for op in run.ops():
         isa = run.best_isa(op)
@@ -234,14 +245,14 @@ def summary_rows(run):
                     peer_name = p
                     break
             rows.append([f"{op}/{shape}", fmt_ms(ref), fmt_ms(s1), isa or "n/a",
-                         fmt_ratio(s1, ref), fmt_ms(sn), fmt_gflops(sn), fmt_ratio(sn, s1),
+                         fmt_ratio(s1, ref), fmt_ms(sn), fmt_rate(sn), fmt_ratio(sn, s1),
                          peer_name, fmt_ms(pn), fmt_ratio(sn, pn)])
     return header, rows
 
 
 def peak_rows(run):
     """Measured FMA peak per ISA and thread count, and the best SIMD op's fraction of it."""
-    header = ["isa", "threads", "FMA peak GFLOP/s", "best gemm GFLOP/s", "gemm/peak",
+    header = ["isa", "threads", "FMA peak GFLOP/s", "read GB/s", "best gemm GFLOP/s", "gemm/peak",
               "best sdpa GFLOP/s", "sdpa/peak"]
     rows = []
     for isa in ISA_ORDER:
@@ -249,7 +260,8 @@ def peak_rows(run):
             peak = run.fma_peak(isa, t)
             if peak is None:
                 continue
-            row = [isa, str(t), f"{peak:.1f}"]
+            bw = run.one(op="machine", impl="read_bw", isa=isa, threads=t)
+            row = [isa, str(t), f"{peak:.1f}", f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a"]
             for op in ("gemm", "sdpa"):
                 best = max((r.gflops for r in run.select(op=op, impl=SIMD_IMPLS, isa=isa, threads=t)
                             if r.gflops), default=None)
@@ -292,6 +304,14 @@ def machine_description(run):
 # ----------------------------------------------------------------------------------------
 # Charts
 
+def save(plt, fig, out_dir, name):
+    path = os.path.join(out_dir, name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def series_label(r):
     if r.impl in SIMD_IMPLS:
         return f"attn simd {r.isa}"
@@ -327,11 +347,7 @@ def chart_sdpa_seq_len(run, plt, out_dir, dim):
     ax.set_title(f"sdpa forward, {variant.replace('_', ' ')}, {n} threads (reference: 1)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    path = os.path.join(out_dir, f"sdpa_seq_len_d{dim}.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, out_dir, f"sdpa_seq_len_d{dim}.png")
 
 
 def chart_gemm(run, plt, out_dir):
@@ -360,11 +376,7 @@ def chart_gemm(run, plt, out_dir):
         ax.set_title(f"gemm, {t} thread{'s' if t > 1 else ''}")
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=8)
-    path = os.path.join(out_dir, "gemm_gflops.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, out_dir, "gemm_gflops.png")
 
 
 def chart_thread_scaling(run, plt, out_dir):
@@ -396,11 +408,7 @@ def chart_thread_scaling(run, plt, out_dir):
     ax.set_title("thread scaling (largest shape per op)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    path = os.path.join(out_dir, "thread_scaling.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, out_dir, "thread_scaling.png")
 
 
 def chart_peak_fraction(run, plt, out_dir):
@@ -427,11 +435,7 @@ def chart_peak_fraction(run, plt, out_dir):
     ax.set_title("fraction of the measured FMA peak, 1 thread")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    path = os.path.join(out_dir, "fma_peak_fraction.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, out_dir, "fma_peak_fraction.png")
 
 
 # ----------------------------------------------------------------------------------------
