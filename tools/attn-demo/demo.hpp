@@ -52,6 +52,11 @@ struct matrix {
     float at(int64_t i, int64_t j) const { return data[static_cast<size_t>(i * cols + j)]; }
 };
 
+// The document's example: three tokens, d_k = 2, Q = K = [[1,0],[0,1],[1,1]] (already
+// projected), V = [[1,0],[0,2],[3,1]].
+matrix example_qk();
+matrix example_v();
+
 // S = alpha * Q K^T through attn_gemm_f32 (trans_b): Q [n, d], K [n, d] -> S [n, n].
 matrix scores(attn_context *ctx, const matrix &q, const matrix &k, float alpha);
 
@@ -69,6 +74,7 @@ void print_matrix(const char *name, const matrix &m);
 void print_row(const matrix &m, int64_t i);  // "0.2483 0.2483 0.5035", no newline
 // Shade characters for weights in [0, 1]: ' ' = 0 ... '@' = 1.
 char shade(float w);
+const char *yes_no(bool b);  // "True" / "False", as the document prints them
 void print_heat_map(const char *name, const matrix &a);
 
 // |x - printed| <= 5e-5 for every element: the library's value rounds to the printed one.

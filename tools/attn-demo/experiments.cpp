@@ -13,11 +13,6 @@ namespace demo {
 
 namespace {
 
-const char *yes_no(bool b) { return b ? "True" : "False"; }
-
-const matrix example_qk() { return matrix(3, 2, {1, 0, 0, 1, 1, 1}); }
-const matrix example_v() { return matrix(3, 2, {1, 0, 0, 2, 3, 1}); }
-
 std::string shades(const matrix &a, int64_t i) {
     std::string s;
     for (int64_t j = 0; j < a.cols; ++j) s += std::string(3, shade(a.at(i, j))) + '|';

@@ -29,6 +29,8 @@ void print_row(const matrix &m, int64_t i) {
         std::printf("%s%s", j ? " " : "", fixed4(m.at(i, j)).c_str());
 }
 
+const char *yes_no(bool b) { return b ? "True" : "False"; }
+
 char shade(float w) {
     // Ten levels from blank (weight 0) to '@' (weight 1).
     static const char levels[] = " .:-=+*#%@";

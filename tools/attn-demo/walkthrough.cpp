@@ -7,13 +7,10 @@
 
 namespace demo {
 
+matrix example_qk() { return matrix(3, 2, {1, 0, 0, 1, 1, 1}); }
+matrix example_v() { return matrix(3, 2, {1, 0, 0, 2, 3, 1}); }
+
 namespace {
-
-const char *yes_no(bool b) { return b ? "True" : "False"; }
-
-// The example: three tokens, d_k = 2, Q = K already projected; V [3, 2].
-matrix seed_q() { return matrix(3, 2, {1, 0, 0, 1, 1, 1}); }
-matrix seed_v() { return matrix(3, 2, {1, 0, 0, 2, 3, 1}); }
 
 // The matrices as the document prints them.
 matrix printed_scores() { return matrix(3, 3, {1, 0, 1, 0, 1, 1, 1, 1, 2}); }
@@ -76,7 +73,7 @@ void print_row_sums(const matrix &a) {
 }  // namespace
 
 bool walkthrough(attn_context *ctx, const options &opt) {
-    const matrix q = seed_q(), k = seed_q(), v = seed_v();
+    const matrix q = example_qk(), k = example_qk(), v = example_v();
     const float scale = opt.no_scale ? 1.0f : 1.0f / std::sqrt(2.0f);
     bool ok = true;
 
