@@ -1,0 +1,19 @@
+// The machine benchmarks' kernels for one ISA (see machine_kernels.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "attn/attn.h"
+
+namespace attn_bench {
+
+struct machine_kernels {
+    int lanes;                                  // floats per vector
+    float (*fma_chains)(int64_t reps);          // reps * 16 * 2 * lanes flops
+    float (*sum_floats)(const float *x, int64_t count);  // x 64-byte aligned
+};
+
+// nullptr for an ISA without kernels here (scalar, auto).
+const machine_kernels *machine_kernels_for(attn_isa isa);
+
+}  // namespace attn_bench

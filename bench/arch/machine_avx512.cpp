@@ -1,0 +1,9 @@
+// Machine benchmark kernels for avx512, compiled with its flags only (see bench/CMakeLists.txt).
+#include "arch/machine_kernels.hpp"
+
+namespace attn_bench {
+const machine_kernels *machine_kernels_avx512() {
+    static const machine_kernels k = make_machine_kernels<xsimd::avx512bw>();
+    return &k;
+}
+}  // namespace attn_bench

@@ -1,0 +1,54 @@
+// This machine's limits, measured with xsimd on one ISA: the FMA peak (independent FMA
+// chains, enough of them to cover the FMA latency on two ports) and the read bandwidth
+// (the sum of a large array). Included by arch/machine_<isa>.cpp, compiled with that ISA's
+// flags; bench_machine.cpp calls them through machine_kernels_for().
+#pragma once
+
+#include <cstdint>
+
+#include <xsimd/xsimd.hpp>
+
+#include "machine.hpp"
+
+namespace attn_bench {
+
+// Runs `reps` rounds of 16 independent vector FMA chains; returns a value that depends on
+// all of them so nothing is optimised away. Flops: reps * 16 * 2 * lanes.
+template <class Arch>
+float fma_chains(int64_t reps) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int chains = 16;
+    fbatch acc[chains];
+    for (int c = 0; c < chains; ++c) acc[c] = fbatch(1.0f + 0.001f * float(c));
+    const fbatch mul(0.999999f), add(1e-7f);
+    for (int64_t r = 0; r < reps; ++r) {
+#pragma GCC unroll 16
+        for (int c = 0; c < chains; ++c) acc[c] = xsimd::fma(acc[c], mul, add);
+    }
+    fbatch total(0.0f);
+    for (int c = 0; c < chains; ++c) total += acc[c];
+    return xsimd::hadd(total);
+}
+
+// sum_i x[i] with four vector accumulators (count a multiple of 4 vectors).
+template <class Arch>
+float sum_floats(const float *x, int64_t count) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int64_t W = fbatch::size;
+    fbatch s0(0.0f), s1(0.0f), s2(0.0f), s3(0.0f);
+    for (int64_t i = 0; i + 4 * W <= count; i += 4 * W) {
+        s0 += fbatch::load_aligned(x + i);
+        s1 += fbatch::load_aligned(x + i + W);
+        s2 += fbatch::load_aligned(x + i + 2 * W);
+        s3 += fbatch::load_aligned(x + i + 3 * W);
+    }
+    return xsimd::hadd((s0 + s1) + (s2 + s3));
+}
+
+template <class Arch>
+machine_kernels make_machine_kernels() {
+    return {static_cast<int>(xsimd::batch<float, Arch>::size), &fma_chains<Arch>,
+            &sum_floats<Arch>};
+}
+
+}  // namespace attn_bench

@@ -1,0 +1,95 @@
+// Shared by the bench_*.cpp files: contexts per (impl, isa, threads), created once and kept;
+// deterministic random buffers; rate counters; and the naming convention
+//   <op>/<impl>/<isa>/threads:<n>/<shape>      e.g. gemm/simd/avx512/threads:2/2048x2048x2048
+// with impl "ref", "simd" or a peer ("openblas", "onednn", isa "-"), so a script can parse
+// the results (tools/bench_report.py). Counters: "GFLOP/s" and "GB/s", per second of wall
+// time (benchmarks use UseRealTime(): the work runs on the library's threads).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "attn/attn.h"
+
+namespace attn_bench {
+
+inline const char *isa_name(attn_isa isa) {
+    switch (isa) {
+    case ATTN_ISA_SSE4: return "sse4";
+    case ATTN_ISA_AVX2: return "avx2";
+    case ATTN_ISA_AVX512: return "avx512";
+    case ATTN_ISA_SCALAR: return "scalar";
+    default: return "auto";
+    }
+}
+
+// A context for (impl, isa cap, threads), or nullptr when this CPU cannot run it. Created on
+// first use and kept for the life of the process, so no benchmark pays for arena creation.
+inline attn_context *context(attn_impl impl, attn_isa isa, int threads) {
+    struct deleter {
+        void operator()(attn_context *c) const { attn_context_destroy(c); }
+    };
+    static std::map<std::tuple<int, int, int>, std::unique_ptr<attn_context, deleter>> cache;
+    auto &slot = cache[{impl, isa, threads}];
+    if (!slot) {
+        attn_config cfg;
+        attn_config_init(&cfg);
+        cfg.impl = impl;
+        cfg.max_isa = isa;
+        cfg.num_threads = threads;
+        attn_context *c = nullptr;
+        if (attn_context_create(&cfg, &c) != ATTN_OK) return nullptr;
+        slot.reset(c);
+    }
+    return slot.get();
+}
+
+// The SIMD ISAs this CPU runs, narrowest first.
+inline std::vector<attn_isa> simd_isas() {
+    std::vector<attn_isa> out;
+    for (attn_isa isa : {ATTN_ISA_SSE4, ATTN_ISA_AVX2, ATTN_ISA_AVX512})
+        if (context(ATTN_IMPL_SIMD, isa, 1) != nullptr) out.push_back(isa);
+    return out;
+}
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (auto &x : v) x = dist(gen);
+    return v;
+}
+
+inline std::string bench_name(const std::string &op, const std::string &impl,
+                              const std::string &isa, int threads, const std::string &shape) {
+    return op + "/" + impl + "/" + isa + "/threads:" + std::to_string(threads) + "/" + shape;
+}
+
+// Floating-point operations per iteration, reported as GFLOP/s of wall time.
+inline void set_flops(benchmark::State &state, double flops_per_iteration) {
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(flops_per_iteration / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Bytes moved (read + written) per iteration, reported as GB/s of wall time.
+inline void set_bytes(benchmark::State &state, double bytes_per_iteration) {
+    state.counters["GB/s"] =
+        benchmark::Counter(bytes_per_iteration / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Skips the benchmark with a message when a status is not ATTN_OK.
+inline bool check(benchmark::State &state, attn_status s) {
+    if (s == ATTN_OK) return true;
+    state.SkipWithError((std::string(attn_status_string(s)) + ": " + attn_last_error()).c_str());
+    return false;
+}
+
+}  // namespace attn_bench

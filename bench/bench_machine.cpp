@@ -1,0 +1,91 @@
+// This machine's limits, the yardsticks for every other benchmark:
+//   machine/fma_peak/<isa>/threads:<n>   GFLOP/s of independent FMA chains at that ISA's width
+//   machine/read_bw/<isa>/threads:<n>    GB/s of summing a 256 MiB array (far beyond the caches)
+// n threads each run the same loop on their own data (std::thread, one per core here).
+#include <cstdint>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "arch/machine.hpp"
+#include "bench_common.hpp"
+#include "kernels/kernels.hpp"
+
+namespace attn_bench {
+
+const machine_kernels *machine_kernels_sse4();
+const machine_kernels *machine_kernels_avx2();
+const machine_kernels *machine_kernels_avx512();
+
+const machine_kernels *machine_kernels_for(attn_isa isa) {
+    switch (isa) {
+    case ATTN_ISA_SSE4: return machine_kernels_sse4();
+    case ATTN_ISA_AVX2: return machine_kernels_avx2();
+    case ATTN_ISA_AVX512: return machine_kernels_avx512();
+    default: return nullptr;
+    }
+}
+
+namespace {
+
+// Runs f(t) on `threads` threads (the caller is thread 0) and waits for all.
+template <class F>
+void run_on_threads(int threads, const F &f) {
+    std::vector<std::thread> others;
+    for (int t = 1; t < threads; ++t) others.emplace_back(f, t);
+    f(0);
+    for (auto &th : others) th.join();
+}
+
+void fma_peak(benchmark::State &state, const machine_kernels *k, int threads) {
+    const int64_t reps = 1 << 20;
+    for (auto _ : state) {
+        run_on_threads(threads, [&](int) { benchmark::DoNotOptimize(k->fma_chains(reps)); });
+    }
+    set_flops(state, double(threads) * double(reps) * 16.0 * 2.0 * k->lanes);
+}
+
+struct aligned_array {
+    explicit aligned_array(size_t n)
+        : data(static_cast<float *>(::operator new(n * sizeof(float), std::align_val_t(64)))), size(n) {
+        for (size_t i = 0; i < n; ++i) data[i] = 1.0f;
+    }
+    ~aligned_array() { ::operator delete(data, std::align_val_t(64)); }
+    float *data;
+    size_t size;
+};
+
+void read_bandwidth(benchmark::State &state, const machine_kernels *k, int threads) {
+    static aligned_array array(size_t(64) << 20);  // 256 MiB, shared: each thread reads its half
+    const int64_t share = int64_t(array.size) / threads;
+    for (auto _ : state) {
+        run_on_threads(threads, [&](int t) {
+            benchmark::DoNotOptimize(k->sum_floats(array.data + t * share, share));
+        });
+    }
+    set_bytes(state, double(share) * threads * sizeof(float));
+}
+
+bool register_machine() {
+    for (attn_isa isa : simd_isas()) {
+        const machine_kernels *k = machine_kernels_for(isa);
+        for (int threads : {1, 2}) {
+            benchmark::RegisterBenchmark(
+                bench_name("machine", "fma_peak", isa_name(isa), threads, "chains16").c_str(),
+                fma_peak, k, threads)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(
+                bench_name("machine", "read_bw", isa_name(isa), threads, "256MiB").c_str(),
+                read_bandwidth, k, threads)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+        }
+    }
+    return true;
+}
+
+const bool registered = register_machine();
+
+}  // namespace
+}  // namespace attn_bench
