@@ -129,6 +129,8 @@ void gemm_pack_b(attn_trans trans_b, int64_t kc, int64_t nc, const float *b, int
                         fbatch::load_unaligned(src + v).store_unaligned(dst + v);
                 } else {
                     int64_t j = 0;
+                    for (; j + W <= cols; j += W)
+                        fbatch::load_unaligned(src + j).store_unaligned(dst + j);
                     for (; j < cols; ++j) dst[j] = src[j];
                     for (; j < NR; ++j) dst[j] = 0.0f;
                 }

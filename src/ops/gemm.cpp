@@ -7,6 +7,7 @@
 // never how, so results are bitwise identical for every thread count.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
@@ -74,11 +75,22 @@ void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, 
     row_blocks = ceil_div(m, mc_max);
     const int64_t col_blocks_wanted = row_blocks >= threads ? 1 : ceil_div(threads, row_blocks);
 
-    // Scratch before any output is written: one B panel, one A block per worker.
+    // Scratch before any output is written: one B panel, one A block per worker. Small
+    // serial products pack on the stack instead of paying for an allocation.
     const int slots = worker_slots(ex);
-    aligned_floats b_panel(static_cast<size_t>(kc_max * ceil_div(nc_max, NR) * NR));
-    aligned_floats a_blocks(static_cast<size_t>(slots) * static_cast<size_t>(mc_max * kc_max));
-    const int64_t a_block_floats = mc_max * kc_max;
+    const int64_t b_panel_floats = (kc_max * ceil_div(nc_max, NR) * NR + 15) / 16 * 16;
+    const int64_t a_block_floats = (mc_max * kc_max + 15) / 16 * 16;  // slots 64-byte aligned
+    const int64_t scratch_floats = b_panel_floats + slots * a_block_floats;
+    constexpr int64_t stack_scratch_floats = 8192;  // 32 KiB: 64 x 64 x 64 fits
+    alignas(64) float stack_scratch[stack_scratch_floats];
+    std::unique_ptr<aligned_floats> heap_scratch;
+    float *scratch = stack_scratch;
+    if (scratch_floats > stack_scratch_floats) {
+        heap_scratch = std::make_unique<aligned_floats>(static_cast<size_t>(scratch_floats));
+        scratch = heap_scratch->get();
+    }
+    float *const b_panel = scratch;
+    float *const a_blocks = scratch + b_panel_floats;
 
     const float *const a_base = a;
     const float *const b_base = b;
@@ -104,13 +116,13 @@ void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, 
             parallel_for(ex, n_slivers, 4, [&](int64_t s0, int64_t s1) {
                 const int64_t j0 = s0 * NR, j1 = std::min(nc, s1 * NR);
                 kt->gemm_pack_b(trans_b, kc, j1 - j0, b_at(pc, jc + j0), ldb,
-                                b_panel.get() + s0 * kc * NR);
+                                b_panel + s0 * kc * NR);
             });
             // ic: rows of C and A, mc at a time, each block packed by the worker that uses it;
             // the blocks (and column blocks of the B panel) are the parallel tasks.
             parallel_for_2d(ex, row_blocks, 1, col_blocks, 1,
                             [&](int64_t rb0, int64_t rb1, int64_t cb0, int64_t cb1) {
-                float *a_packed = a_blocks.get() + worker_slot(ex) * a_block_floats;
+                float *a_packed = a_blocks + worker_slot(ex) * a_block_floats;
                 for (int64_t rb = rb0; rb < rb1; ++rb) {
                     const int64_t ic = rb * mc_max;
                     const int64_t mc = std::min(mc_max, m - ic);
@@ -121,7 +133,7 @@ void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, 
                     for (int64_t s = s_begin; s < s_end; ++s) {
                         const int64_t jr = s * NR;
                         const int64_t n_r = std::min(NR, nc - jr);
-                        const float *b_sliver = b_panel.get() + s * kc * NR;
+                        const float *b_sliver = b_panel + s * kc * NR;
                         // ir: MR rows at a time, one micro-kernel call per MR x NR tile of C.
                         for (int64_t ir = 0; ir < mc; ir += MR) {
                             const int64_t m_r = std::min(MR, mc - ir);
