@@ -20,20 +20,22 @@ constexpr int64_t kHuge = int64_t(1) << 62;
 struct gemm_call {
     static constexpr const char *function = "attn_gemm_f32";
     tensor_pool pool{512};
-    attn_trans trans_a = ATTN_NO_TRANS, trans_b = ATTN_NO_TRANS;
+    // Held as int, as a C caller would: an int outside the enum is still a valid argument.
+    int trans_a = ATTN_NO_TRANS, trans_b = ATTN_NO_TRANS;
     int64_t m = 3, n = 4, k = 5, lda = 5, ldb = 4, ldc = 4;
     float alpha = 1.0f, beta = 0.5f;
     float *a = pool.input(30), *b = pool.input(30), *c = pool.output(24);
     attn_status run(attn_context *ctx) {
-        return attn_gemm_f32(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return attn_gemm_f32(ctx, attn_trans(trans_a), attn_trans(trans_b), m, n, k, alpha, a, lda,
+                             b, ldb, beta, c, ldc);
     }
 };
 
 std::vector<rule_case<gemm_call>> gemm_rules() {
     using g = gemm_call;
     return {
-        {"trans_a unknown", [](g &x) { x.trans_a = attn_trans(2); }, {"trans_a = 2"}},
-        {"trans_b unknown", [](g &x) { x.trans_b = attn_trans(-1); }, {"trans_b = -1"}},
+        {"trans_a unknown", [](g &x) { x.trans_a = 2; }, {"trans_a = 2"}},
+        {"trans_b unknown", [](g &x) { x.trans_b = -1; }, {"trans_b = -1"}},
         {"m negative", [](g &x) { x.m = -1; }, {"m = -1", ">= 0"}},
         {"n negative", [](g &x) { x.n = -2; }, {"n = -2"}},
         {"k negative", [](g &x) { x.k = -3; }, {"k = -3"}},

@@ -7,6 +7,7 @@
 #include <tbb/info.h>
 
 #include "api/error.hpp"
+#include "api/validate.hpp"
 #include "kernels/kernels.hpp"
 
 namespace attn::api {
@@ -28,16 +29,17 @@ attn_status make_context(const char *function, const attn_config *cfg,
     attn_config_init(&c);
     if (cfg) c = *cfg;
 
-    if (c.impl != ATTN_IMPL_AUTO && c.impl != ATTN_IMPL_REFERENCE && c.impl != ATTN_IMPL_SIMD) {
+    const int impl = enum_int(c.impl), max_isa = enum_int(c.max_isa);
+    if (impl != ATTN_IMPL_AUTO && impl != ATTN_IMPL_REFERENCE && impl != ATTN_IMPL_SIMD) {
         set_last_error("%s: cfg->impl = %d, must be ATTN_IMPL_AUTO (0), ATTN_IMPL_REFERENCE (1) "
                        "or ATTN_IMPL_SIMD (2)",
-                       function, int(c.impl));
+                       function, impl);
         return ATTN_INVALID_ARGUMENT;
     }
-    if (int(c.max_isa) < ATTN_ISA_AUTO || int(c.max_isa) > ATTN_ISA_AVX512) {
+    if (max_isa < ATTN_ISA_AUTO || max_isa > ATTN_ISA_AVX512) {
         set_last_error("%s: cfg->max_isa = %d, must be in [ATTN_ISA_AUTO (0), ATTN_ISA_AVX512 "
                        "(4)]",
-                       function, int(c.max_isa));
+                       function, max_isa);
         return ATTN_INVALID_ARGUMENT;
     }
     if (c.num_threads < 0) {

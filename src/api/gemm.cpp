@@ -13,13 +13,13 @@ extern "C" attn_status attn_gemm_f32(attn_context *ctx, attn_trans trans_a, attn
     return guarded(fn, [&] {
         checker chk(fn);
         const char *trans_values = "ATTN_NO_TRANS (0) or ATTN_TRANS (1)";
-        chk.enum_value(trans_a, ATTN_NO_TRANS, ATTN_TRANS, "trans_a", trans_values);
-        chk.enum_value(trans_b, ATTN_NO_TRANS, ATTN_TRANS, "trans_b", trans_values);
+        chk.enum_value(enum_int(trans_a), ATTN_NO_TRANS, ATTN_TRANS, "trans_a", trans_values);
+        chk.enum_value(enum_int(trans_b), ATTN_NO_TRANS, ATTN_TRANS, "trans_b", trans_values);
         chk.at_least(m, 0, "m");
         chk.at_least(n, 0, "n");
         chk.at_least(k, 0, "k");
         // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
-        const bool ta = trans_a == ATTN_TRANS, tb = trans_b == ATTN_TRANS;
+        const bool ta = enum_int(trans_a) == ATTN_TRANS, tb = enum_int(trans_b) == ATTN_TRANS;
         chk.leading_dim(lda, ta ? m : k, "lda", ta ? "m" : "k");
         chk.leading_dim(ldb, tb ? k : n, "ldb", tb ? "k" : "n");
         chk.leading_dim(ldc, n, "ldc", "n");

@@ -27,7 +27,7 @@ void check_desc(checker &chk, const attn_mha_desc &d) {
         chk.fail(ATTN_INVALID_ARGUMENT,
                  "desc->heads = %lld, must be a multiple of desc->heads_kv = %lld",
                  (long long)d.heads, (long long)d.heads_kv);
-    chk.enum_value(d.causal, ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT, "desc->causal",
+    chk.enum_value(enum_int(d.causal), ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT, "desc->causal",
                    "ATTN_CAUSAL_NONE (0), ATTN_CAUSAL_TOP_LEFT (1) or ATTN_CAUSAL_BOTTOM_RIGHT (2)");
     chk.probability(d.dropout_p, "desc->dropout_p");
     chk.not_null(d.w_q, "desc->w_q");

@@ -47,7 +47,7 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
     chk.layout_strides(d.out, "desc->out");
     if (d.mask) chk.layout_strides(d.mask_strides, "desc->mask_strides");
     chk.finite(d.scale, "desc->scale");
-    chk.enum_value(d.causal, ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT, "desc->causal",
+    chk.enum_value(enum_int(d.causal), ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT, "desc->causal",
                    "ATTN_CAUSAL_NONE (0), ATTN_CAUSAL_TOP_LEFT (1) or ATTN_CAUSAL_BOTTOM_RIGHT (2)");
     chk.probability(d.dropout_p, "desc->dropout_p");
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "api/error.hpp"
+#include "api/validate.hpp"
 
 #define ATTN_STRINGIFY_(x) #x
 #define ATTN_STRINGIFY(x) ATTN_STRINGIFY_(x)
@@ -34,7 +35,7 @@ const char *attn_version(void) {
 }
 
 const char *attn_status_string(attn_status s) {
-    switch (s) {
+    switch (attn::api::enum_int(s)) {  // any int a C caller passes
     case ATTN_OK: return "ATTN_OK: success";
     case ATTN_INVALID_ARGUMENT: return "ATTN_INVALID_ARGUMENT: an argument is invalid";
     case ATTN_OUT_OF_MEMORY: return "ATTN_OUT_OF_MEMORY: scratch memory could not be allocated";

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
 #include "attn/attn.h"
@@ -38,6 +39,16 @@ tensor_ref matrix_tensor(const char *name, const void *data, int64_t rows, int64
                          int64_t ld);
 // Dense, n contiguous elements.
 tensor_ref vector_tensor(const char *name, const void *data, int64_t n);
+
+// The integer a C caller passed for an enum, read through its bytes: C allows any int, but
+// in C++ loading a value outside the enum's range (0..1 for attn_trans) is undefined.
+template <class Enum>
+int enum_int(const Enum &e) {
+    static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
 
 class checker {
 public:
