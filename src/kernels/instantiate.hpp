@@ -15,6 +15,7 @@
 #include "kernels/kernels.hpp"
 // --- gemm and softmax ---
 #include "kernels/gemm.hpp"
+#include "kernels/softmax.hpp"
 #include "kernels/vec_math.hpp"
 
 namespace attn::kernels {
