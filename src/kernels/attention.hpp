@@ -25,23 +25,23 @@
 namespace attn::kernels {
 
 // Block sizes per ISA, in one table.
-//   mr x nr_vectors: the S micro-tile (rows x key vectors) held in registers;
-//   mr x nv:         the O micro-tile (rows x dim_v vectors) of P V;
+//   mr_s x nr_vectors: the S micro-tile (rows x key vectors) held in registers;
+//   mr_o x nv:         the O micro-tile (rows x dim_v vectors) of P V;
 //   br, bc:          query rows and keys per tile (bc a multiple of nr).
 template <class Arch>
 struct attention_blocking;
 
 template <>
 struct attention_blocking<xsimd::avx512bw> {  // 32 zmm: 24 accumulators + 4 K loads
-    static constexpr int mr = 6, nr_vectors = 4, nv = 4, br = 48, bc = 128;
+    static constexpr int mr_s = 6, nr_vectors = 4, mr_o = 6, nv = 4, br = 96, bc = 128;
 };
 template <>
 struct attention_blocking<xsimd::fma3<xsimd::avx2>> {  // 16 ymm: 12 accumulators + 2 loads
-    static constexpr int mr = 6, nr_vectors = 2, nv = 2, br = 48, bc = 128;
+    static constexpr int mr_s = 6, nr_vectors = 2, mr_o = 6, nv = 2, br = 48, bc = 128;
 };
 template <>
 struct attention_blocking<xsimd::sse4_2> {  // 16 xmm, no FMA
-    static constexpr int mr = 6, nr_vectors = 2, nv = 2, br = 48, bc = 64;
+    static constexpr int mr_s = 6, nr_vectors = 2, mr_o = 6, nv = 2, br = 48, bc = 64;
 };
 
 namespace attention_detail {
@@ -213,10 +213,10 @@ void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels
     using blk = attention_blocking<Arch>;
     constexpr int nr = panel_keys<Arch>;
     for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
-        for (int64_t r0 = 0; r0 < rows; r0 += blk::mr) {
-            const int rr = static_cast<int>(rows - r0 < blk::mr ? rows - r0 : blk::mr);
-            score_block_rows<Arch, blk::mr>(rr, qs + r0 * dim, dim, panels_at + p * nr * dim,
-                                            dim, s + r0 * blk::bc + p * nr, blk::bc);
+        for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
+            const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
+            score_block_rows<Arch, blk::mr_s>(rr, qs + r0 * dim, dim, panels_at + p * nr * dim,
+                                              dim, s + r0 * blk::bc + p * nr, blk::bc);
         }
 }
 
@@ -401,9 +401,9 @@ void attention_forward_tile(const attention_tile &t) {
         const int64_t vectors = dv_pad / W;
         for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
             const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
-            for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr) {
-                const int rr = static_cast<int>(t.rows - r0 < blk::mr ? t.rows - r0 : blk::mr);
-                pv_block_any<Arch, blk::mr>(rr, nvec, s + r0 * blk::bc, blk::bc, cols,
+            for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
+                const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
+                pv_block_any<Arch, blk::mr_o>(rr, nvec, s + r0 * blk::bc, blk::bc, cols,
                                             v_at + c0 * W, ldv, o + r0 * dv_pad + c0 * W,
                                             dv_pad, rescale + r0);
             }

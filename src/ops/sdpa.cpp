@@ -1,14 +1,15 @@
 // The fused attention driver (attn_sdpa_f32 on the SIMD path).
 //
-// Work is cut into fixed tiles decided from the shape only:
-//   task = (batch, query head, query tile of br rows, key chunk)
-// so every output row is computed by the same sequence of floating-point operations for any
-// number of threads. Phases:
-//   1. pack K once per (batch, kv head) when several query tiles read it (parallel);
-//   2. the fused tile kernel per task (parallel);
-//   3. with split keys (decode: too few query tiles to fill the threads), merge the chunks'
-//      (out, lse) in chunk order, the math of attn_merge_f32 (parallel over rows);
-//   4. the weights, when asked for, from the final lse.
+// The query rows are cut into fixed tiles of br rows, and with split keys (decoding: too few
+// query tiles to keep the threads busy) the keys into fixed chunks, both decided from the
+// shape only. Every output row is therefore computed by the same sequence of floating-point
+// operations for any number of threads; only which thread runs a tile varies.
+//   without split: a task takes one (batch, kv head) and a range of its (query head, query
+//     tile) pairs; it packs that head's K into panels and pads V rows once, in its own slot
+//     of scratch, then runs the fused tile kernel on each pair (and writes the weights);
+//   with split: a task is one (batch, head, query tile, key chunk), K packed tile by tile
+//     inside the kernel; the chunks' (out, lse) are then merged in chunk order, the math of
+//     attn_merge_f32, and the weights, when asked for, come from the merged lse.
 // Every buffer is allocated before the first output is written.
 #include <cstring>
 #include <limits>
@@ -53,7 +54,6 @@ struct sdpa_plan {
     int64_t q_tiles, group, rows_total;
     int64_t chunks, chunk_keys;  // chunks == 1: no split
     int64_t panels;              // K panels per head
-    bool prepack;                // pack K and pad V once per head (several tiles read them)
     int64_t v_ld;                // padded V row: whole vectors, an odd number of cache lines
 
     sdpa_plan(const kernels::kernel_table &kt, const attn_sdpa_desc &d)
@@ -62,7 +62,6 @@ struct sdpa_plan {
         group = d.heads_q / d.heads_kv;
         rows_total = d.batch * d.heads_q * d.len_q;
         panels = ceil_div(d.len_kv, nr);
-        prepack = group * q_tiles > 1;
         // Rows an even number of 64-byte lines apart share half the L1 sets, and a
         // bc x 64-float block of V no longer fits; one extra line spreads them over all sets.
         v_ld = ceil_div(d.dim_v, kt.vector_floats) * kt.vector_floats;
@@ -99,10 +98,10 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
     aligned_floats tile_scratch(static_cast<size_t>(slot_floats * slots));
     std::vector<uint32_t> row_keys(dropout ? static_cast<size_t>(plan.br * slots) : 0);
     std::vector<float> slot_lse(static_cast<size_t>(plan.br * slots));
-    const int64_t head_packed = plan.panels * plan.nr * d.dim_qk;
-    aligned_floats packed_k(plan.prepack ? static_cast<size_t>(d.batch * d.heads_kv * head_packed) : 0);
-    const int64_t head_v = d.len_kv * plan.v_ld;
-    aligned_floats packed_v(plan.prepack ? static_cast<size_t>(d.batch * d.heads_kv * head_v) : 0);
+    // Without split, each slot also holds one head's packed K and padded V.
+    const int64_t head_k = split ? 0 : plan.panels * plan.nr * d.dim_qk;
+    const int64_t head_v = split ? 0 : d.len_kv * plan.v_ld;
+    aligned_floats packed(static_cast<size_t>((head_k + head_v) * slots));
     // Final lse of every row, when the caller gives none but a later phase needs it.
     std::vector<float> lse_rows(!d.lse && (split || d.weights) ? plan.rows_total : 0);
     float *lse_all = d.lse ? d.lse : (lse_rows.empty() ? nullptr : lse_rows.data());
@@ -117,28 +116,6 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
     }
     auto slot = [&]() { return worker_slot(ex); };
 
-    // ---- 1. packed K and padded V, once per (batch, kv head), in blocks of panels ----
-    if (plan.prepack) {
-        const int64_t panel_block = 16;
-        const int64_t blocks = ceil_div(plan.panels, panel_block);
-        parallel_tasks(ex, d.batch * d.heads_kv * blocks, [&](int64_t task) {
-            const int64_t head = task / blocks, p0 = (task % blocks) * panel_block;
-            const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
-            const int64_t np = plan.panels - p0 < panel_block ? plan.panels - p0 : panel_block;
-            const float *k_head = k + b * d.k.batch + hk * d.k.head;
-            kt->attention_pack_k(k_head + p0 * plan.nr * d.k.seq, d.k.seq,
-                                 d.len_kv - p0 * plan.nr, d.dim_qk, np,
-                                 packed_k.get() + head * head_packed + p0 * plan.nr * d.dim_qk);
-            const float *v_head = v + b * d.v.batch + hk * d.v.head;
-            const int64_t j_end = (p0 + np) * plan.nr < d.len_kv ? (p0 + np) * plan.nr : d.len_kv;
-            for (int64_t j = p0 * plan.nr; j < j_end; ++j) {
-                float *row = packed_v.get() + head * head_v + j * plan.v_ld;
-                std::memcpy(row, v_head + j * d.v.seq, sizeof(float) * size_t(d.dim_v));
-                std::memset(row + d.dim_v, 0, sizeof(float) * size_t(plan.v_ld - d.dim_v));
-            }
-        });
-    }
-
     // The tile of query rows [i0, i0 + rows) of (b, h), keys [key_begin, key_end).
     auto make_tile = [&](int64_t b, int64_t h, int64_t i0, int64_t s) {
         const int64_t hk = h / plan.group;
@@ -152,15 +129,8 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         t.k = k + b * d.k.batch + hk * d.k.head;
         t.k_ld = d.k.seq;
         t.len_kv = d.len_kv;
-        if (plan.prepack) {
-            t.k_packed = packed_k.get() + (b * d.heads_kv + hk) * head_packed;
-            t.v = packed_v.get() + (b * d.heads_kv + hk) * head_v;
-            t.v_ld = plan.v_ld;
-            t.v_padded = true;
-        } else {
-            t.v = v + b * d.v.batch + hk * d.v.head;
-            t.v_ld = d.v.seq;
-        }
+        t.v = v + b * d.v.batch + hk * d.v.head;
+        t.v_ld = d.v.seq;
         // Keys past the batch's length or past the causal limit of the tile's last row are
         // never visited.
         int64_t key_end = keys_in_batch(d, b);
@@ -187,35 +157,68 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         return t;
     };
 
-    // ---- 2. the fused kernel per (batch, head, query tile, key chunk) ----
+    if (!split) {
+        // Tasks: (batch, kv head) x ranges of its (query head, query tile) pairs; enough
+        // ranges for the threads, few enough that packing a head stays a small cost.
+        const int64_t heads = d.batch * d.heads_kv, pairs = plan.group * plan.q_tiles;
+        int64_t ranges = ceil_div(4 * int64_t(slots), heads);
+        if (ranges > pairs) ranges = pairs;
+        const int64_t per_range = ceil_div(pairs, ranges);
+        ranges = ceil_div(pairs, per_range);
+        parallel_tasks(ex, heads * ranges, [&](int64_t task) {
+            const int64_t head = task / ranges, first = (task % ranges) * per_range;
+            const int64_t last = first + per_range < pairs ? first + per_range : pairs;
+            const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
+            const int s = slot();
+            float *k_packed = packed.get() + s * (head_k + head_v);
+            float *v_padded = k_packed + head_k;
+            // K panels and padded V rows of this head, once for all its pairs in the range
+            const float *k_head = k + b * d.k.batch + hk * d.k.head;
+            const float *v_head = v + b * d.v.batch + hk * d.v.head;
+            kt->attention_pack_k(k_head, d.k.seq, d.len_kv, d.dim_qk, plan.panels, k_packed);
+            for (int64_t j = 0; j < d.len_kv; ++j) {
+                float *row = v_padded + j * plan.v_ld;
+                std::memcpy(row, v_head + j * d.v.seq, sizeof(float) * size_t(d.dim_v));
+                std::memset(row + d.dim_v, 0, sizeof(float) * size_t(plan.v_ld - d.dim_v));
+            }
+            for (int64_t pair = first; pair < last; ++pair) {
+                const int64_t h = hk * plan.group + pair / plan.q_tiles;
+                const int64_t i0 = (pair % plan.q_tiles) * plan.br;
+                const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
+                kernels::attention_tile t = make_tile(b, h, i0, s);
+                t.k_packed = k_packed;
+                t.v = v_padded;
+                t.v_ld = plan.v_ld;
+                t.v_padded = true;
+                t.out = out + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
+                t.out_ld = d.out.seq;
+                t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
+                kt->attention_forward_tile(t);
+                if (d.weights) kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv);
+            }
+        });
+        return;
+    }
+
+    // ---- split keys: the fused kernel per (batch, head, query tile, key chunk) ----
     const int64_t tasks = d.batch * d.heads_q * plan.q_tiles * plan.chunks;
     parallel_tasks(ex, tasks, [&](int64_t task) {
         const int64_t chunk = task % plan.chunks;
         const int64_t qt = (task / plan.chunks) % plan.q_tiles;
         const int64_t bh = task / (plan.chunks * plan.q_tiles);
         const int64_t b = bh / d.heads_q, h = bh % d.heads_q, i0 = qt * plan.br;
-        const int s = slot();
-        kernels::attention_tile t = make_tile(b, h, i0, s);
-        const int64_t row0 = bh * d.len_q + i0;  // dense [b, h, i] index of the tile's row 0
-        if (split) {
-            const int64_t begin = chunk * plan.chunk_keys;
-            const int64_t end = begin + plan.chunk_keys;
-            t.key_begin = begin;
-            if (end < t.key_end) t.key_end = end;
-            t.out = const_cast<float *>(part_out_at[chunk]) + row0 * d.dim_v;
-            t.out_ld = d.dim_v;
-            t.lse = const_cast<float *>(part_lse_at[chunk]) + row0;
-        } else {
-            t.out = out + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
-            t.out_ld = d.out.seq;
-            t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
-        }
+        kernels::attention_tile t = make_tile(b, h, i0, slot());
+        const int64_t row0 = bh * d.len_q + i0;
+        const int64_t begin = chunk * plan.chunk_keys, end = begin + plan.chunk_keys;
+        t.key_begin = begin;
+        if (end < t.key_end) t.key_end = end;
+        t.out = const_cast<float *>(part_out_at[chunk]) + row0 * d.dim_v;
+        t.out_ld = d.dim_v;
+        t.lse = const_cast<float *>(part_lse_at[chunk]) + row0;
         kt->attention_forward_tile(t);
-        if (!split && d.weights) kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv);
     });
-    if (!split) return;
 
-    // ---- 3. merge the key chunks in chunk order ----
+    // ---- merge the key chunks in chunk order ----
     const int64_t merge_rows = 16;
     const int64_t row_blocks = ceil_div(d.len_q, merge_rows);
     parallel_tasks(ex, d.batch * d.heads_q * row_blocks, [&](int64_t task) {
@@ -228,7 +231,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                                  d.out.seq, lse_all ? lse_all + bh * d.len_q + i0 : nullptr);
     });
 
-    // ---- 4. weights from the merged lse ----
+    // ---- weights from the merged lse ----
     if (!d.weights) return;
     parallel_tasks(ex, d.batch * d.heads_q * plan.q_tiles, [&](int64_t task) {
         const int64_t bh = task / plan.q_tiles, i0 = (task % plan.q_tiles) * plan.br;

@@ -1,0 +1,104 @@
+// Multi-head self-attention, forward and backward (every gradient), fp32:
+//   mha_forward/<impl>/<isa>/threads:<n>/B1_L<L>_dm512_H8     L in {256, 1024}
+//   mha_backward/<impl>/<isa>/threads:<n>/B1_L<L>_dm512_H8
+// The reference runs at L = 256 only. GFLOP/s counts the forward as the four projections
+// (2 L dm^2 each) plus the attention (4 L^2 dm); the backward as twice the forward.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace attn_bench {
+namespace {
+
+struct mha_shape {
+    int64_t len, d_model, heads;
+    std::string name() const {
+        return "B1_L" + std::to_string(len) + "_dm" + std::to_string(d_model) + "_H" +
+               std::to_string(heads);
+    }
+    double forward_flops() const {
+        const double l = double(len), dm = double(d_model);
+        return 4 * 2 * l * dm * dm + 4 * l * l * dm;
+    }
+};
+
+struct mha_data {
+    std::vector<float> x, w_q, w_k, w_v, w_o, b, y, dy, dx, dw_q, dw_k, dw_v, dw_o, db[4];
+    attn_mha_desc d;
+    attn_mha_grads g{};
+    explicit mha_data(const mha_shape &s) {
+        const size_t n = size_t(s.len * s.d_model), w = size_t(s.d_model * s.d_model);
+        const float ws = 1.0f / float(s.d_model);
+        x = random_floats(n, 1);
+        w_q = random_floats(w, 2, -ws, ws);
+        w_k = random_floats(w, 3, -ws, ws);
+        w_v = random_floats(w, 4, -ws, ws);
+        w_o = random_floats(w, 5, -ws, ws);
+        b = random_floats(size_t(s.d_model), 6);
+        y.resize(n);
+        dy = random_floats(n, 7);
+        dx.resize(n);
+        for (auto *v : {&dw_q, &dw_k, &dw_v, &dw_o}) v->resize(w);
+        for (auto &v : db) v.resize(size_t(s.d_model));
+        attn_mha_desc_init(&d, 1, s.len, s.len, s.d_model, s.heads);
+        d.w_q = w_q.data();
+        d.w_k = w_k.data();
+        d.w_v = w_v.data();
+        d.w_o = w_o.data();
+        d.b_q = d.b_k = d.b_v = d.b_o = b.data();
+        g = {dw_q.data(), dw_k.data(), dw_v.data(), dw_o.data(),
+             db[0].data(), db[1].data(), db[2].data(), db[3].data()};
+    }
+};
+
+void mha_forward(benchmark::State &state, mha_shape s, attn_impl impl, attn_isa isa, int threads) {
+    attn_context *ctx = context(impl, isa, threads);
+    mha_data m(s);
+    for (auto _ : state) {
+        if (!check(state, attn_mha_forward_f32(ctx, &m.d, m.x.data(), m.x.data(), m.y.data())))
+            break;
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, s.forward_flops());
+}
+
+void mha_backward(benchmark::State &state, mha_shape s, attn_impl impl, attn_isa isa,
+                  int threads) {
+    attn_context *ctx = context(impl, isa, threads);
+    mha_data m(s);
+    for (auto _ : state) {
+        if (!check(state, attn_mha_backward_f32(ctx, &m.d, m.x.data(), m.x.data(), m.dy.data(),
+                                                m.dx.data(), nullptr, &m.g)))
+            break;
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, 2 * s.forward_flops());
+}
+
+bool register_mha() {
+    for (mha_shape s : {mha_shape{256, 512, 8}, mha_shape{1024, 512, 8}}) {
+        auto add = [&](const std::string &op, auto fn, const std::string &impl_name,
+                       attn_impl impl, attn_isa isa, int threads) {
+            const std::string isa_text = impl == ATTN_IMPL_REFERENCE ? "-" : isa_name(isa);
+            benchmark::RegisterBenchmark(
+                bench_name(op, impl_name, isa_text, threads, s.name()).c_str(), fn, s, impl, isa,
+                threads)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+        };
+        for (auto [op, fn] : {std::pair{"mha_forward", &mha_forward},
+                              std::pair{"mha_backward", &mha_backward}}) {
+            if (s.len <= 256) add(op, fn, "ref", ATTN_IMPL_REFERENCE, ATTN_ISA_AUTO, 1);
+            for (attn_isa isa : simd_isas())
+                for (int threads : {1, 2}) add(op, fn, "simd", ATTN_IMPL_SIMD, isa, threads);
+        }
+    }
+    return true;
+}
+
+const bool registered = register_mha();
+
+}  // namespace
+}  // namespace attn_bench
