@@ -63,7 +63,9 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
     fbatch max_v(neg_inf);
     xsimd::batch_bool<float, Arch> has_nan(false);
     auto max_step = [&](const fbatch &xv) {
-        has_nan = has_nan | (xv != xv);
+        // xsimd::isnan, not xv != xv: xsimd 8.1 compiles != to an ordered compare on AVX and
+        // AVX-512, which is false for NaN.
+        has_nan = has_nan | xsimd::isnan(xv);
         max_v = xsimd::max(max_v, xsimd::select(xv == neg_inf_v, neg_inf_v, scale_v * xv));
     };
     int64_t j = 0;
