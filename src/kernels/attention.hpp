@@ -423,10 +423,13 @@ void attention_forward_tile(const attention_tile &t) {
     }
 }
 
-// weights row r, keys [0, len_kv) = exp(S_rj - lse[r]) where key j is visible, 0 elsewhere
-// (the softmax before dropout), recomputing S; t.lse holds the rows' final lse.
+// weights row r, keys [0, len_kv) = exp(S_rj - m_r) / l_r where key j is visible, 0
+// elsewhere (the softmax before dropout), recomputing S. after_forward: the tile's
+// attention_forward_tile just ran on this scratch, which still holds every row's max m and
+// sum l; else m = t.lse[r] and l = 1 (rows merged from split keys).
 template <class Arch>
-void attention_weights_tile(const attention_tile &t, float *weights, int64_t weights_ld) {
+void attention_weights_tile(const attention_tile &t, float *weights, int64_t weights_ld,
+                            bool after_forward) {
     using namespace attention_detail;
     using blk = attention_blocking<Arch>;
     using fbatch = xsimd::batch<float, Arch>;
@@ -436,8 +439,10 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
     const scratch_layout<Arch> at(t.dim_qk, t.dim_v);
     float *qs = t.scratch + at.q_tile;
     float *s = t.scratch + at.scores;
+    const float *m = t.scratch + at.row_max;
+    const float *l = t.scratch + at.row_sum;
 
-    load_scaled_q<Arch>(t, qs);
+    if (!after_forward) load_scaled_q<Arch>(t, qs);  // else still there
     for (int64_t r = 0; r < t.rows; ++r) {
         float *w_row = weights + r * weights_ld;
         for (int64_t j = 0; j < t.key_begin; ++j) w_row[j] = 0.0f;
@@ -452,13 +457,14 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
         for (int64_t r = 0; r < t.rows; ++r) {
             float *s_row = s + r * blk::bc;
             float *w_row = weights + r * weights_ld + j0;
-            const int64_t visible = t.lse[r] == neg_inf ? 0 : visible_keys<Arch>(t, r, j0, cols);
+            const float row_max = after_forward ? m[r] : t.lse[r];
+            const int64_t visible = row_max == neg_inf ? 0 : visible_keys<Arch>(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
             mask_score_row<Arch>(s_row, visible, mask_row);
-            const fbatch shift(t.lse[r]);
+            const fbatch shift(row_max), sum(after_forward ? l[r] : 1.0f);
             int64_t c = 0;
             for (; c < visible; c += W) {
-                const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift) / sum;
                 if (c + W <= cols) {
                     p.store_unaligned(w_row + c);
                 } else {  // the tile's last, partial vector

@@ -33,13 +33,14 @@ void attention_merge_rows(int64_t parts, int64_t first, int64_t rows, int64_t di
         }
         float sum = 0.0f;
         for (int64_t p = 0; p < parts; ++p) sum += __builtin_expf(lses[p][row] - top);
-        const float total = top + __builtin_logf(sum);
-        int64_t c = 0;
+        // w_p = exp(lses[p] - top) / sum = exp(lses[p] - lse), formed without rounding lse
+        // first (an lse near 100 is only good to 8e-6 in float).
+                int64_t c = 0;
         for (; c + W <= dim_v; c += W) {
             fbatch acc(0.0f);
             for (int64_t p = 0; p < parts; ++p) {
                 if (lses[p][row] == neg_inf) continue;
-                const fbatch w(__builtin_expf(lses[p][row] - total));
+                const fbatch w(__builtin_expf(lses[p][row] - top) / sum);
                 acc = xsimd::fma(w, fbatch::load_unaligned(outs[p] + row * outs_ld + c), acc);
             }
             acc.store_unaligned(out_row + c);
@@ -48,11 +49,11 @@ void attention_merge_rows(int64_t parts, int64_t first, int64_t rows, int64_t di
             float acc = 0.0f;
             for (int64_t p = 0; p < parts; ++p) {
                 if (lses[p][row] == neg_inf) continue;
-                acc += __builtin_expf(lses[p][row] - total) * outs[p][row * outs_ld + c];
+                acc += __builtin_expf(lses[p][row] - top) / sum * outs[p][row * outs_ld + c];
             }
             out_row[c] = acc;
         }
-        if (lse) lse[r] = total;
+        if (lse) lse[r] = top + __builtin_logf(sum);
     }
 }
 

@@ -40,7 +40,7 @@ struct kernel_table {
                              int64_t panels, float *packed);
     void (*attention_forward_tile)(const struct attention_tile &tile);
     void (*attention_weights_tile)(const struct attention_tile &tile, float *weights,
-                                   int64_t weights_ld);
+                                   int64_t weights_ld, bool after_forward);
     void (*attention_merge_rows)(int64_t parts, int64_t first, int64_t rows, int64_t dim_v,
                                  const float *const *outs, int64_t outs_ld,
                                  const float *const *lses, float *out, int64_t out_ld,

@@ -194,7 +194,8 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                 t.out_ld = d.out.seq;
                 t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
                 kt->attention_forward_tile(t);
-                if (d.weights) kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv);
+                if (d.weights)
+                    kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv, true);
             }
         });
         return;
@@ -238,7 +239,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         kernels::attention_tile t = make_tile(bh / d.heads_q, bh % d.heads_q, i0, slot());
         const int64_t row0 = bh * d.len_q + i0;
         t.lse = lse_all + row0;
-        kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv);
+        kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv, false);
     });
 }
 
