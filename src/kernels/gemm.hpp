@@ -25,20 +25,23 @@
 namespace attn::kernels {
 
 // Block sizes for one ISA: the micro-tile MR x NR (NR a multiple of the vector width),
-// KC (depth of one packed panel: a KC x NR sliver of B stays in L1), MC (rows of A packed
-// at once: MC x KC stays in L2) and NC (columns of B packed at once: KC x NC in L3).
+// KC (depth of one packed panel: a KC x NR sliver of B is reused from cache by every MR-row
+// sliver of A), MC (rows of A packed at once: MC x KC stays in L2) and NC (columns of B
+// packed at once: KC x NC in L3).
 struct gemm_blocking {
     int mr, nr, kc, mc, nc;
 };
 
 // The one table of GEMM block sizes. Registers: AVX-512 has 32 zmm, 12 x 2 accumulators
 // + 2 B vectors + 1 broadcast; AVX2 and SSE4 have 16, 6 x 2 + 2 + 1. On AVX-512, MR = 12
-// (not 14) keeps A packing in whole 4 x 4 transposes, and KC = 384 measured faster than 256
-// on 1024..2048 squares (the B sliver is then served from L1 and L2 together).
+// (not 14) keeps A packing in whole 4 x 4 transposes. KC = 512 measured best of 256..1024
+// on 1024 and 2048 squares against OpenBLAS (256: 0.88-0.96x, 384: 0.90-0.98x, 512:
+// 0.94-1.04x, one thread, best of several): fewer passes over C outweigh a B sliver that
+// spills from L1 (48 KiB here) to L2.
 template <class Arch>
 constexpr gemm_blocking gemm_blocking_for() {
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>)
-        return {12, 32, 384, 12 * 28, 4096};
+        return {12, 32, 512, 12 * 20, 4096};
     else if constexpr (std::is_base_of_v<xsimd::avx2, Arch>)
         return {6, 16, 256, 6 * 32, 4096};
     else
