@@ -102,6 +102,11 @@ void gemm_pack_a(attn_trans trans_a, int64_t mc, int64_t kc, const float *a, int
             for (int64_t p = 0; p < kc; ++p) {
                 const float *src = a + p * lda + i0;
                 float *dst = packed + p * MR;
+                if (rows == MR) {
+                    // A fixed-size copy: the compiler turns it into a few vector moves.
+                    __builtin_memcpy(dst, src, sizeof(float) * MR);
+                    continue;
+                }
                 int64_t r = 0;
                 for (; r < rows; ++r) dst[r] = src[r];
                 for (; r < MR; ++r) dst[r] = 0.0f;
