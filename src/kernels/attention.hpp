@@ -303,13 +303,43 @@ const float *v_tile_rows(const attention_tile &t, int64_t j0, int64_t keys, floa
     return v_pad;
 }
 
-// K panels for keys j0 .. j0+keys-1: from the packed head, or packed now into the scratch.
+// S[r, c] = qs[r, :] . K[j0 + c, :] for c < cols, straight from the K rows: for a few query
+// rows (decoding) packing K would cost more than the products themselves.
 template <class Arch>
-const float *k_tile_panels(const attention_tile &t, int64_t j0, int64_t panels, float *k_buf) {
+void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const float *k, int64_t k_ld,
+                        int64_t cols, float *s) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    for (int64_t c = 0; c < cols; ++c) {
+        const float *k_row = k + c * k_ld;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float *q_row = qs + r * dim;
+            fbatch acc(0.0f);
+            int64_t d = 0;
+            for (; d + W <= dim; d += W)
+                acc = xsimd::fma(fbatch::load_unaligned(q_row + d), fbatch::load_unaligned(k_row + d), acc);
+            float dot = reduce_add<Arch>(acc);
+            for (; d < dim; ++d) dot += q_row[d] * k_row[d];
+            s[r * attention_blocking<Arch>::bc + c] = dot;
+        }
+    }
+}
+
+// S = (scale Q) K^T for the keys j0 .. j0+cols-1: K from the packed head, or straight from
+// its rows for a few query rows, or packed now into k_buf.
+template <class Arch>
+void tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64_t cols,
+                     float *s, float *k_buf) {
     constexpr int nr = panel_keys<Arch>;
-    if (t.k_packed) return t.k_packed + (j0 / nr) * nr * t.dim_qk;
-    pack_k_panels<Arch>(t.k + j0 * t.k_ld, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
-    return k_buf;
+    const int64_t panels = (cols + nr - 1) / nr;
+    if (t.k_packed) {
+        tile_scores<Arch>(qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk, panels, s);
+    } else if (t.rows <= attention_direct_rows) {
+        tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, t.k + j0 * t.k_ld, t.k_ld, cols, s);
+    } else {
+        pack_k_panels<Arch>(t.k + j0 * t.k_ld, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
+        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, s);
+    }
 }
 
 // qs = scale * Q tile, rows x dim_qk dense.
@@ -341,7 +371,6 @@ void attention_forward_tile(const attention_tile &t) {
     using blk = attention_blocking<Arch>;
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
-    constexpr int nr = panel_keys<Arch>;
     const float neg_inf = -std::numeric_limits<float>::infinity();
     const scratch_layout<Arch> at(t.dim_qk, t.dim_v);
     float *qs = t.scratch + at.q_tile;
@@ -361,11 +390,9 @@ void attention_forward_tile(const attention_tile &t) {
 
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
-        const int64_t panels = (cols + nr - 1) / nr;
 
         // S = (scale Q) K^T for this tile
-        const float *k_at = k_tile_panels<Arch>(t, j0, panels, t.scratch + at.k_panels);
-        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_at, panels, s);
+        tile_scores_for<Arch>(t, qs, j0, cols, s, t.scratch + at.k_panels);
 
         // online softmax: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m - m') + sum P
         for (int64_t r = 0; r < t.rows; ++r) {
@@ -434,7 +461,6 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
     using blk = attention_blocking<Arch>;
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
-    constexpr int nr = panel_keys<Arch>;
     const float neg_inf = -std::numeric_limits<float>::infinity();
     const scratch_layout<Arch> at(t.dim_qk, t.dim_v);
     float *qs = t.scratch + at.q_tile;
@@ -451,9 +477,7 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
     }
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
-        const int64_t panels = (cols + nr - 1) / nr;
-        const float *k_at = k_tile_panels<Arch>(t, j0, panels, t.scratch + at.k_panels);
-        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_at, panels, s);
+        tile_scores_for<Arch>(t, qs, j0, cols, s, t.scratch + at.k_panels);
         for (int64_t r = 0; r < t.rows; ++r) {
             float *s_row = s + r * blk::bc;
             float *w_row = weights + r * weights_ld + j0;

@@ -6,6 +6,9 @@
 
 namespace attn::kernels {
 
+// Up to this many query rows, a tile reads K rows directly (dot products) instead of packing.
+inline constexpr int64_t attention_direct_rows = 4;
+
 // One query tile of one (batch, query head) against the keys [key_begin, key_end):
 //   S = scale * Q K^T + mask, causal / range masking, online softmax, O = softmax(S) V.
 // The kernel writes, for every row r < rows, the normalised output row and
@@ -22,7 +25,8 @@ struct attention_tile {
 
     // K, either packed once per head by attention_pack_k (panel p = keys [p*nr, p*nr + nr),
     // stored [dim_qk][nr], key fastest, zero beyond the head's last key) or, when k_packed
-    // is null, read from k + j * k_ld and packed tile by tile into the scratch.
+    // is null, read from k + j * k_ld: straight from the rows for at most
+    // attention_direct_rows query rows, else packed tile by tile into the scratch.
     const float *k_packed;
     const float *k;
     int64_t k_ld;

@@ -173,23 +173,29 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
             float *k_packed = packed.get() + s * (head_k + head_v);
             float *v_padded = k_packed + head_k;
             // K panels and padded V rows of this head, once for all its pairs in the range
+            // (a few query rows read K and V in place instead)
+            const bool pack = d.len_q > kernels::attention_direct_rows;
             const float *k_head = k + b * d.k.batch + hk * d.k.head;
             const float *v_head = v + b * d.v.batch + hk * d.v.head;
-            kt->attention_pack_k(k_head, d.k.seq, d.len_kv, d.dim_qk, plan.panels, k_packed);
-            for (int64_t j = 0; j < d.len_kv; ++j) {
-                float *row = v_padded + j * plan.v_ld;
-                std::memcpy(row, v_head + j * d.v.seq, sizeof(float) * size_t(d.dim_v));
-                std::memset(row + d.dim_v, 0, sizeof(float) * size_t(plan.v_ld - d.dim_v));
+            if (pack) {
+                kt->attention_pack_k(k_head, d.k.seq, d.len_kv, d.dim_qk, plan.panels, k_packed);
+                for (int64_t j = 0; j < d.len_kv; ++j) {
+                    float *row = v_padded + j * plan.v_ld;
+                    std::memcpy(row, v_head + j * d.v.seq, sizeof(float) * size_t(d.dim_v));
+                    std::memset(row + d.dim_v, 0, sizeof(float) * size_t(plan.v_ld - d.dim_v));
+                }
             }
             for (int64_t pair = first; pair < last; ++pair) {
                 const int64_t h = hk * plan.group + pair / plan.q_tiles;
                 const int64_t i0 = (pair % plan.q_tiles) * plan.br;
                 const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
                 kernels::attention_tile t = make_tile(b, h, i0, s);
-                t.k_packed = k_packed;
-                t.v = v_padded;
-                t.v_ld = plan.v_ld;
-                t.v_padded = true;
+                if (pack) {
+                    t.k_packed = k_packed;
+                    t.v = v_padded;
+                    t.v_ld = plan.v_ld;
+                    t.v_padded = true;
+                }
                 t.out = out + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
                 t.out_ld = d.out.seq;
                 t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
