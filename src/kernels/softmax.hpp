@@ -85,7 +85,11 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
     const fbatch m_v(m);
     fbatch sum_v(0.0f);
     auto exp_step = [&](const fbatch &xv) {
-        const fbatch e = xsimd::select(xv == neg_inf_v, fbatch(0.0f), exp<Arch>(xsimd::fms(scale_v, xv, m_v)));
+        // The rounded product, as in pass 1, not a fused scale*x - m: with the exact product
+        // the maximum's exponent is a rounding error of scale*x instead of 0, which for
+        // |scale*x| ~ 1e30 is +-1e23, and exp turns the row into inf or 0 (then NaN).
+        const fbatch arg = scale_v * xv - m_v;
+        const fbatch e = xsimd::select(xv == neg_inf_v, fbatch(0.0f), exp<Arch>(arg));
         sum_v += e;
         return e;
     };
