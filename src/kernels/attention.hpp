@@ -207,14 +207,17 @@ void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int6
 }
 
 // S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels.
+// Column c is visible to row r only if c <= r + last_col0 (causal); a (row block, panel)
+// pair entirely past that is skipped: those scores are never read.
 template <class Arch>
 void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels_at,
-                 int64_t panels, float *s) {
+                 int64_t panels, int64_t last_col0, float *s) {
     using blk = attention_blocking<Arch>;
     constexpr int nr = panel_keys<Arch>;
     for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
         for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
             const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
+            if (p * nr > r0 + rr - 1 + last_col0) continue;
             score_block_rows<Arch, blk::mr_s>(rr, qs + r0 * dim, dim, panels_at + p * nr * dim,
                                               dim, s + r0 * blk::bc + p * nr, blk::bc);
         }
@@ -332,13 +335,15 @@ void tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64
                      float *s, float *k_buf) {
     constexpr int nr = panel_keys<Arch>;
     const int64_t panels = (cols + nr - 1) / nr;
+    const int64_t last_col0 = t.first_row + t.causal_offset - j0;
     if (t.k_packed) {
-        tile_scores<Arch>(qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk, panels, s);
+        tile_scores<Arch>(qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk, panels,
+                          last_col0, s);
     } else if (t.rows <= attention_direct_rows) {
         tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, t.k + j0 * t.k_ld, t.k_ld, cols, s);
     } else {
         pack_k_panels<Arch>(t.k + j0 * t.k_ld, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
-        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, s);
+        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, last_col0, s);
     }
 }
 
@@ -430,7 +435,9 @@ void attention_forward_tile(const attention_tile &t) {
             const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
             for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
                 const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
-                pv_block_any<Arch, blk::mr_o>(rr, nvec, s + r0 * blk::bc, blk::bc, cols,
+                // keys past the block's last causal limit have P = 0: not summed
+                const int64_t keys = visible_keys<Arch>(t, r0 + rr - 1, j0, cols);
+                pv_block_any<Arch, blk::mr_o>(rr, nvec, s + r0 * blk::bc, blk::bc, keys,
                                             v_at + c0 * W, ldv, o + r0 * dv_pad + c0 * W,
                                             dv_pad, rescale + r0);
             }

@@ -13,6 +13,7 @@
 // Every buffer is allocated before the first output is written.
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention_args.hpp"
@@ -32,6 +33,32 @@ constexpr int64_t split_below_tasks = 64;
 constexpr int64_t min_chunk_keys = 512;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// 64-byte aligned scratch of at least `floats`. Up to 64 MB it is kept by the calling thread
+// from one call to the next: allocating megabytes afresh on every call makes the OS zero
+// every page again, a cost comparable to the attention itself at short lengths. Larger
+// buffers belong to the call (`owned`) and are freed with it.
+struct scratch_buffer {
+    std::unique_ptr<aligned_floats> owned;
+    float *data = nullptr;
+    explicit scratch_buffer(size_t floats) {
+        constexpr size_t keep_floats = size_t(16) << 20;
+        thread_local std::unique_ptr<aligned_floats> kept;
+        thread_local size_t kept_floats = 0;
+        if (floats > keep_floats) {
+            owned = std::make_unique<aligned_floats>(floats);
+            data = owned->get();
+            return;
+        }
+        if (floats > kept_floats) {
+            kept.reset();
+            kept_floats = 0;
+            kept = std::make_unique<aligned_floats>(floats);
+            kept_floats = floats;
+        }
+        data = kept->get();
+    }
+};
 
 // Keys j >= this are hidden for batch b (kv_len padding), clamped to [0, len_kv].
 int64_t keys_in_batch(const attn_sdpa_desc &d, int64_t b) {
@@ -95,13 +122,14 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
     // ---- scratch, all before any output is written ----
     const int slots = worker_slots(ex);
     const int64_t slot_floats = (kt->attention_scratch_floats(d.dim_qk, d.dim_v) + 15) / 16 * 16;
-    aligned_floats tile_scratch(static_cast<size_t>(slot_floats * slots));
     std::vector<uint32_t> row_keys(dropout ? static_cast<size_t>(plan.br * slots) : 0);
     std::vector<float> slot_lse(static_cast<size_t>(plan.br * slots));
     // Without split, each slot also holds one head's packed K and padded V.
     const int64_t head_k = split ? 0 : plan.panels * plan.nr * d.dim_qk;
     const int64_t head_v = split ? 0 : d.len_kv * plan.v_ld;
-    aligned_floats packed(static_cast<size_t>((head_k + head_v) * slots));
+    const scratch_buffer scratch(size_t((slot_floats + head_k + head_v) * slots));
+    float *tile_scratch = scratch.data;
+    float *packed = tile_scratch + slot_floats * slots;
     // Final lse of every row, when the caller gives none but a later phase needs it.
     std::vector<float> lse_rows(!d.lse && (split || d.weights) ? plan.rows_total : 0);
     float *lse_all = d.lse ? d.lse : (lse_rows.empty() ? nullptr : lse_rows.data());
@@ -145,7 +173,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                      i0 * d.mask_strides.seq;
             t.mask_ld = d.mask_strides.seq;
         }
-        t.scratch = tile_scratch.get() + s * slot_floats;
+        t.scratch = tile_scratch + s * slot_floats;
         if (dropout) {
             uint32_t *keys = row_keys.data() + s * plan.br;
             for (int64_t r = 0; r < t.rows; ++r)
@@ -170,7 +198,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
             const int64_t last = first + per_range < pairs ? first + per_range : pairs;
             const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
             const int s = slot();
-            float *k_packed = packed.get() + s * (head_k + head_v);
+            float *k_packed = packed + s * (head_k + head_v);
             float *v_padded = k_packed + head_k;
             // K panels and padded V rows of this head, once for all its pairs in the range
             // (a few query rows read K and V in place instead)
