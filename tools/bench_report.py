@@ -18,7 +18,6 @@ absolute times do.
 
 import argparse
 import json
-import math
 import os
 import platform
 import re
@@ -27,9 +26,8 @@ import sys
 import tempfile
 
 ISA_ORDER = ["sse4", "avx2", "avx512"]          # best last
-REFERENCE_IMPLS = ("ref", "reference")
-SIMD_IMPLS = ("simd",)
-PEER_ORDER = ["openblas", "blas", "onednn", "dnnl"]
+REFERENCE, SIMD = "ref", "simd"
+PEER_ORDER = ["openblas", "onednn"]                 # the summary's peer column: first found
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 # Suffixes Google Benchmark appends to a name (UseRealTime(), MinTime(), ...).
 NAME_SUFFIX = re.compile(r"^(real_time|process_time|manual_time|min_time:.*|iterations:.*|"
@@ -55,23 +53,13 @@ class Result:
             rest = rest[1:]
         self.shape = "/".join(rest)
         self.seconds = float(entry["real_time"]) * TIME_UNITS.get(entry.get("time_unit", "ns"), 1e-9)
-        self.gflops = gflops_of(entry)
+        # rate counters (bench_common.hpp), already per second of wall time
+        self.gflops = float(entry["GFLOP/s"]) if "GFLOP/s" in entry else None
         self.gbps = float(entry["GB/s"]) if "GB/s" in entry else None
         self.error = entry.get("error_occurred", False)
 
     def better_than(self, other):
         return other is None or self.seconds < other.seconds
-
-
-def gflops_of(entry):
-    """GFLOP/s from the benchmark's counters (rate counters arrive per second)."""
-    for key in ("GFLOP/s", "GFLOPS", "gflops", "Gflops"):
-        if key in entry:
-            return float(entry[key])
-    for key in ("FLOP/s", "FLOPS", "flops", "flop/s", "Flops"):
-        if key in entry:
-            return float(entry[key]) / 1e9
-    return None
 
 
 class Run:
@@ -90,21 +78,10 @@ class Run:
             if r.better_than(self.results.get(key)):
                 self.results[key] = r
 
-    def select(self, op=None, impl=None, isa=None, threads=None, shape=None):
-        out = []
-        for (o, i, a, t, s), r in self.results.items():
-            if op is not None and o != op:
-                continue
-            if impl is not None and i not in ((impl,) if isinstance(impl, str) else impl):
-                continue
-            if isa is not None and a != isa:
-                continue
-            if threads is not None and t != threads:
-                continue
-            if shape is not None and s != shape:
-                continue
-            out.append(r)
-        return out
+    def select(self, **want):
+        """Results whose fields equal every given (non-None) value."""
+        return [r for r in self.results.values()
+                if all(v is None or getattr(r, k) == v for k, v in want.items())]
 
     def ops(self):
         return sorted({r.op for r in self.results.values() if r.op != "machine"})
@@ -116,12 +93,12 @@ class Run:
         return sorted({r.threads for r in self.results.values()})
 
     def best_isa(self, op=None):
-        isas = {r.isa for r in self.select(op=op, impl=SIMD_IMPLS)}
+        isas = {r.isa for r in self.select(op=op, impl=SIMD)}
         ranked = [i for i in ISA_ORDER if i in isas]
         return ranked[-1] if ranked else None
 
     def peers(self, op):
-        found = {r.impl for r in self.select(op=op)} - set(REFERENCE_IMPLS) - set(SIMD_IMPLS)
+        found = {r.impl for r in self.select(op=op)} - {REFERENCE, SIMD}
         return sorted(found, key=lambda p: PEER_ORDER.index(p) if p in PEER_ORDER else 99)
 
     def one(self, **kw):
@@ -162,11 +139,32 @@ def run_bench(binary, filter_regex, min_time, json_out):
     if filter_regex:
         cmd.append(f"--benchmark_filter={filter_regex}")
     print("running: " + " ".join(cmd), file=sys.stderr)
+    load_before = os.getloadavg()[0]
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         sys.exit(f"bench_report: {binary} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     with open(json_out) as f:
-        return json.load(f), cmd
+        doc = json.load(f)
+    # What else ran on the machine, and how attn was built: context for every figure.
+    ctx = doc.setdefault("context", {})
+    ctx["load_average_before"], ctx["load_average_after"] = load_before, os.getloadavg()[0]
+    ctx["attn_build_type"] = cmake_build_type(binary)
+    ctx["attn_bench_command"] = " ".join(c for c in cmd if not c.startswith("--benchmark_out"))
+    return doc
+
+
+def cmake_build_type(binary):
+    """CMAKE_BUILD_TYPE from the CMakeCache.txt of the build tree holding the binary."""
+    d = os.path.dirname(os.path.abspath(binary))
+    for _ in range(4):
+        cache = os.path.join(d, "CMakeCache.txt")
+        if os.path.exists(cache):
+            with open(cache) as f:
+                for line in f:
+                    if line.startswith("CMAKE_BUILD_TYPE:"):
+                        return line.split("=", 1)[1].strip() or "(none)"
+        d = os.path.dirname(d)
+    return "unknown"
 
 
 def list_benchmarks(binary):
@@ -190,7 +188,7 @@ def summary_filter(names, per_op):
             chosen.append(re.escape(op) + "/")
             continue
         ordered = sorted(shapes, key=shape_size)
-        with_ref = [s for s in ordered if shapes[s] & set(REFERENCE_IMPLS)]
+        with_ref = [s for s in ordered if REFERENCE in shapes[s]]
         picks = with_ref[-1:]
         mid = len(ordered) // 2
         for s in ordered[mid:] + ordered[:mid][::-1]:
@@ -234,9 +232,9 @@ def summary_rows(run):
     for op in run.ops():
         isa = run.best_isa(op)
         for shape in run.shapes(op):
-            ref = run.one(op=op, impl=REFERENCE_IMPLS, shape=shape)
-            s1 = run.one(op=op, impl=SIMD_IMPLS, isa=isa, threads=1, shape=shape) if isa else None
-            sn = run.one(op=op, impl=SIMD_IMPLS, isa=isa, threads=n, shape=shape) if isa else None
+            ref = run.one(op=op, impl=REFERENCE, shape=shape)
+            s1 = run.one(op=op, impl=SIMD, isa=isa, threads=1, shape=shape) if isa else None
+            sn = run.one(op=op, impl=SIMD, isa=isa, threads=n, shape=shape) if isa else None
             peers = run.peers(op)
             peer_name, pn = "n/a", None
             for p in peers:
@@ -263,7 +261,7 @@ def peak_rows(run):
             bw = run.one(op="machine", impl="read_bw", isa=isa, threads=t)
             row = [isa, str(t), f"{peak:.1f}", f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a"]
             for op in ("gemm", "sdpa"):
-                best = max((r.gflops for r in run.select(op=op, impl=SIMD_IMPLS, isa=isa, threads=t)
+                best = max((r.gflops for r in run.select(op=op, impl=SIMD, isa=isa, threads=t)
                             if r.gflops), default=None)
                 row += ["n/a", "n/a"] if best is None else [f"{best:.1f}", f"{best / peak:.0%}"]
             rows.append(row)
@@ -295,10 +293,13 @@ def machine_description(run):
         pass
     caches = ", ".join(f"L{c['level']} {c['type'].lower()} {c['size'] // 1024} KiB"
                        for c in ctx.get("caches", []))
-    return (f"{model}; {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz; "
-            f"{caches}; {platform.system()} {platform.release()}; "
-            f"benchmark library build: {ctx.get('library_build_type', '?')}; "
-            f"run {ctx.get('date', '?')}")
+    text = (f"{model}; {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz; "
+            f"{caches}; {platform.system()} {platform.release()}; attn built "
+            f"{ctx.get('attn_build_type', '?')}; run {ctx.get('date', '?')}")
+    if "load_average_before" in ctx:
+        text += (f"; 1-minute load average {ctx['load_average_before']:.1f} before the run, "
+                 f"{ctx['load_average_after']:.1f} after")
+    return text
 
 
 # ----------------------------------------------------------------------------------------
@@ -313,22 +314,34 @@ def save(plt, fig, out_dir, name):
 
 
 def series_label(r):
-    if r.impl in SIMD_IMPLS:
+    if r.impl == SIMD:
         return f"attn simd {r.isa}"
-    if r.impl in REFERENCE_IMPLS:
+    if r.impl == REFERENCE:
         return "attn reference"
+    if r.op.startswith("sdpa"):  # attention composed from the peer's gemm and attn's softmax
+        return f"{r.impl} gemm + softmax + gemm"
     return r.impl if r.isa in ("-", "") else f"{r.impl} {r.isa}"
 
 
+def series_rank(label):
+    """Legend order: the reference, the ISAs narrowest first, then the peers."""
+    if "reference" in label:
+        return (0, label)
+    for k, isa in enumerate(ISA_ORDER):
+        if label.endswith(" " + isa):
+            return (1 + k, label)
+    return (len(ISA_ORDER) + 1, label)
+
+
 def chart_sdpa_seq_len(run, plt, out_dir, dim):
-    """GFLOP/s against sequence length for each implementation, one head dimension."""
-    n = max(run.thread_counts(), default=1)
+    """GFLOP/s against sequence length for each implementation, one head dimension, one
+    thread (like for like with the reference, and least disturbed by a shared machine)."""
     points = {}
     for r in run.select(op="sdpa"):
         f = shape_numbers(r.shape)
         if f.get("D") != dim or "L" not in f or r.gflops is None:
             continue
-        if r.impl not in REFERENCE_IMPLS and r.threads != n:
+        if r.threads != 1:
             continue
         variant = re.sub(r"L\d+", "L", r.shape)
         points.setdefault(variant, {}).setdefault(series_label(r), []).append((f["L"], r.gflops))
@@ -337,14 +350,14 @@ def chart_sdpa_seq_len(run, plt, out_dir, dim):
     # one variant per chart: the plain (non-causal) one when measured, else the fullest
     variant = max(points, key=lambda v: ("causal" not in v, sum(map(len, points[v].values()))))
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, pts in sorted(points[variant].items()):
+    for label, pts in sorted(points[variant].items(), key=lambda kv: series_rank(kv[0])):
         pts.sort()
         style = "--" if "reference" in label else "-"
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length L (len_q = len_kv)")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title(f"sdpa forward, {variant.replace('_', ' ')}, {n} threads (reference: 1)")
+    ax.set_title(f"sdpa forward, {variant.replace('_', ' ')}, 1 thread")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return save(plt, fig, out_dir, f"sdpa_seq_len_d{dim}.png")
@@ -389,23 +402,20 @@ def chart_thread_scaling(run, plt, out_dir):
         isa = run.best_isa(op)
         if isa is None:
             continue
-        for impl, label_impl in [("simd", f"attn {isa}")] + [(p, p) for p in run.peers(op)]:
-            shapes = [s for s in run.shapes(op)
-                      if all(run.one(op=op, impl=impl, threads=t, shape=s) for t in counts)]
+        impls = [(SIMD, isa, f"attn {isa}")] + [(p, None, p) for p in run.peers(op)]
+        for impl, i, label_impl in impls:
+            timed = lambda t, s: run.one(op=op, impl=impl, isa=i, threads=t, shape=s)
+            shapes = [s for s in run.shapes(op) if all(timed(t, s) for t in counts)]
             if not shapes:
                 continue
-            shape = shapes[-1]
-            base = run.one(op=op, impl=impl, threads=1, shape=shape)
-            if base is None:
-                continue
-            ys = [base.seconds / run.one(op=op, impl=impl, threads=t, shape=shape).seconds
-                  for t in counts]
+            shape = max(shapes, key=lambda s: timed(counts[0], s).seconds)  # the most work
+            ys = [timed(counts[0], shape).seconds / timed(t, shape).seconds for t in counts]
             ax.plot(counts, ys, marker="o", label=f"{op} {shape} ({label_impl})")
     ax.plot(counts, counts, "k:", label="linear")
     ax.set_xticks(counts)
     ax.set_xlabel("threads")
     ax.set_ylabel("speed-up over 1 thread")
-    ax.set_title("thread scaling (largest shape per op)")
+    ax.set_title("thread scaling (the longest-running shape per op)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return save(plt, fig, out_dir, "thread_scaling.png")
@@ -413,7 +423,7 @@ def chart_thread_scaling(run, plt, out_dir):
 
 def chart_peak_fraction(run, plt, out_dir):
     """Best GFLOP/s of each op as a fraction of the measured FMA peak, per ISA, 1 thread."""
-    ops = [op for op in run.ops() if any(r.gflops for r in run.select(op=op, impl=SIMD_IMPLS))]
+    ops = [op for op in run.ops() if any(r.gflops for r in run.select(op=op, impl=SIMD))]
     isas = [i for i in ISA_ORDER if run.fma_peak(i, 1)]
     if not ops or not isas:
         return None
@@ -421,15 +431,19 @@ def chart_peak_fraction(run, plt, out_dir):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     width = 0.8 / len(isas)
     x = np.arange(len(ops))
+    top = 1.0
     for k, isa in enumerate(isas):
         peak = run.fma_peak(isa, 1)
-        vals = [max((r.gflops for r in run.select(op=op, impl=SIMD_IMPLS, isa=isa, threads=1)
+        vals = [max((r.gflops for r in run.select(op=op, impl=SIMD, isa=isa, threads=1)
                      if r.gflops), default=0.0) / peak for op in ops]
-        ax.bar(x + (k - (len(isas) - 1) / 2) * width, vals, width,
-               label=f"{isa} (peak {peak:.0f} GFLOP/s)")
+        bars = ax.bar(x + (k - (len(isas) - 1) / 2) * width, vals, width,
+                      label=f"{isa} (peak {peak:.0f} GFLOP/s)")
+        ax.bar_label(bars, labels=[f"{v:.0%}" for v in vals], fontsize=7)
+        top = max([top] + vals)
+    ax.axhline(1.0, color="k", linewidth=0.8, linestyle=":")
     ax.set_xticks(x)
     ax.set_xticklabels(ops)
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, top * 1.15)
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
     ax.set_ylabel("best GFLOP/s / measured FMA peak")
     ax.set_title("fraction of the measured FMA peak, 1 thread")
@@ -444,17 +458,19 @@ def chart_peak_fraction(run, plt, out_dir):
 def load_or_run(args, filter_regex):
     if args.json:
         with open(args.json) as f:
-            return Run(json.load(f)), f"(saved run {args.json})"
+            doc = json.load(f)
+        saved = doc.get("context", {}).get("attn_bench_command", f"(saved in {args.json})")
+        return Run(doc), saved
     fd, path = tempfile.mkstemp(suffix=".json", prefix="attn_bench_")
     os.close(fd)
     try:
-        doc, cmd = run_bench(args.binary, filter_regex, args.min_time, path)
+        doc = run_bench(args.binary, filter_regex, args.min_time, path)
         if args.save_json:
             with open(args.save_json, "w") as f:
-                json.dump(doc, f, indent=1)
+                json.dump(doc, f)
     finally:
         os.unlink(path)
-    return Run(doc), " ".join(cmd)
+    return Run(doc), doc["context"]["attn_bench_command"]
 
 
 def cmd_summary(args):
@@ -525,6 +541,18 @@ def write_performance_md(run, md_path, charts, bench_cmd):
                   "`machine/fma_peak` runs independent FMA chains on registers only: the most "
                   "this core can do, measured rather than taken from a datasheet.", "",
                   markdown_table(header, rows), ""]
+        if any(c.endswith("%") and int(c[:-1]) > 100 for r in rows for c in r):
+            lines += ["A fraction above 100% means the kernels beat the FMA-chain measurement "
+                      "of that ISA: that measurement is then a lower bound of the peak, not "
+                      "its ceiling (or the machine was busier while it ran).", ""]
+    lines += ["## Reading these numbers", "",
+              "The machine is shared: absolute times move from run to run, and a thread count "
+              "above the number of idle cores measures contention, not scaling. The ratios "
+              "within one run (simd/ref, attn/peer) are the figures to trust. Speed is only "
+              "claimed for results that are right: `attn-compare` runs the same ops on the "
+              "reference and on every ISA and checks each SIMD result against the reference "
+              "and a double-precision computation, and 1 thread against all threads bitwise.",
+              ""]
     if charts:
         lines += ["## Charts", ""]
         for c in charts:
