@@ -70,29 +70,6 @@ inline xsimd::batch<float, Arch> clamp_keep_nan(const xsimd::batch<float, Arch> 
     return xsimd::max(fbatch(lo), xsimd::min(fbatch(hi), x));
 }
 
-// y * 2^n for integral n in [-150, 128] (as floats), rounded once: subnormal results are
-// correct and large ones overflow to +inf.
-template <class Arch>
-inline xsimd::batch<float, Arch> scale_by_pow2(const xsimd::batch<float, Arch> &y,
-                                               const xsimd::batch<float, Arch> &n) {
-    using fbatch = xsimd::batch<float, Arch>;
-    using ibatch = xsimd::batch<int32_t, Arch>;
-    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        return fbatch(_mm512_scalef_ps(y, n));
-    } else {
-        const ibatch n_int = xsimd::batch_cast<int32_t>(n);
-        // Common case, every 2^n a normal float: one product built from exponent bits.
-        if (!xsimd::any(xsimd::abs(n) > fbatch(126.0f)))
-            return y * xsimd::bitwise_cast<fbatch>((n_int + ibatch(127)) << 23);
-        // 2^n = 2^h * 2^(n-h), h = floor(n/2): both factors are normal floats, so the first
-        // product is exact and only the second rounds.
-        const ibatch h = n_int >> 1;
-        const fbatch scale_h = xsimd::bitwise_cast<fbatch>((h + ibatch(127)) << 23);
-        const fbatch scale_rest = xsimd::bitwise_cast<fbatch>((n_int - h + ibatch(127)) << 23);
-        return (y * scale_h) * scale_rest;
-    }
-}
-
 // ---- exp ----------------------------------------------------------------------------------
 // exp(x) = 2^n * exp(r), x = n ln2 + r, n = round(x / ln2), |r| <= ln2/2.
 // ln2 is split into a part with 9 significant bits (n * ln2_hi is exact for |n| < 2^15,
@@ -100,26 +77,53 @@ inline xsimd::batch<float, Arch> scale_by_pow2(const xsimd::batch<float, Arch> &
 // exp(r) = 1 + r + r^2 g(r), g of degree 4 the Chebyshev fit of (exp(r) - 1 - r) / r^2 on
 // [-ln2/2, ln2/2] (max error 6.5e-8 on g, under 0.1 ulp of exp(r)), all in one Horner
 // chain of six multiply-adds.
-// x is clamped to [-104, 89] first: exp(-104) < 2^-150 rounds to +0, exp(89) > FLT_MAX
-// overflows to +inf. NaN propagates; -inf gives +0, +inf gives +inf.
+// 2^n is applied so that subnormal results are rounded once (not flushed) and large ones
+// overflow to +inf; x is clamped to [-104, 89] for that: exp(-104) < 2^-150 rounds to +0,
+// exp(89) > FLT_MAX. NaN propagates; -inf gives +0, +inf gives +inf.
+namespace detail {
+// exp(r) for x = n ln2 + r; n is returned through `n`.
 template <class Arch>
-inline xsimd::batch<float, Arch> exp(const xsimd::batch<float, Arch> &x) {
+inline xsimd::batch<float, Arch> exp_of_remainder(const xsimd::batch<float, Arch> &x,
+                                                  xsimd::batch<float, Arch> &n) {
     using fbatch = xsimd::batch<float, Arch>;
-    const fbatch xc = clamp_keep_nan(x, -104.0f, 89.0f);
-    const fbatch n = xsimd::nearbyint(xc * fbatch(1.44269504088896341f));
-
-    // r = x - n ln2, in two steps.
-    fbatch r = xsimd::fnma(n, fbatch(0.693359375f), xc);
+    n = xsimd::nearbyint(x * fbatch(1.44269504088896341f));
+    fbatch r = xsimd::fnma(n, fbatch(0.693359375f), x);
     r = xsimd::fnma(n, fbatch(-2.12194440e-4f), r);
-
     fbatch p(1.3926176e-3f);
     p = xsimd::fma(p, r, fbatch(8.3631731e-3f));
     p = xsimd::fma(p, r, fbatch(4.1666555e-2f));
     p = xsimd::fma(p, r, fbatch(1.6666577e-1f));
     p = xsimd::fma(p, r, fbatch(0.5f));
     p = xsimd::fma(p, r, fbatch(1.0f));
-    p = xsimd::fma(p, r, fbatch(1.0f));
-    return scale_by_pow2(p, n);
+    return xsimd::fma(p, r, fbatch(1.0f));
+}
+}  // namespace detail
+
+template <class Arch>
+inline xsimd::batch<float, Arch> exp(const xsimd::batch<float, Arch> &x) {
+    using fbatch = xsimd::batch<float, Arch>;
+    using ibatch = xsimd::batch<int32_t, Arch>;
+    fbatch n;
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        // scalef computes y * 2^n with one rounding over the whole range.
+        const fbatch y = detail::exp_of_remainder(clamp_keep_nan(x, -104.0f, 89.0f), n);
+        return fbatch(_mm512_scalef_ps(y, n));
+    } else {
+        // Common case, |x| <= 87 so |n| <= 126: 2^n is a normal float, built from its
+        // exponent bits. (NaN takes this path too and stays NaN.)
+        if (!xsimd::any(xsimd::abs(x) > fbatch(87.0f))) {
+            const fbatch y = detail::exp_of_remainder(x, n);
+            return y * xsimd::bitwise_cast<fbatch>((xsimd::batch_cast<int32_t>(n) + ibatch(127)) << 23);
+        }
+        // 2^n = 2^h * 2^(n-h), h = floor(n/2): both factors are normal floats for n in
+        // [-150, 128], so the first product is exact and only the second rounds.
+        const fbatch y = detail::exp_of_remainder(clamp_keep_nan(x, -104.0f, 89.0f), n);
+        const ibatch n_int = xsimd::batch_cast<int32_t>(n);
+        const ibatch h = n_int >> 1;
+        const fbatch scale_h = xsimd::bitwise_cast<fbatch>((h + ibatch(127)) << 23);
+        const fbatch scale_rest = xsimd::bitwise_cast<fbatch>((n_int - h + ibatch(127)) << 23);
+        return (y * scale_h) * scale_rest;
+    }
 }
 
 // y[i] = exp(x[i]) for i < count; the tail is handled with a partial load/store.
