@@ -1,6 +1,8 @@
 // This machine's limits, the yardsticks for every other benchmark:
 //   machine/fma_peak/<isa>/threads:<n>   GFLOP/s of independent FMA chains at that ISA's width
 //   machine/read_bw/<isa>/threads:<n>    GB/s of summing a 256 MiB array (far beyond the caches)
+//   exp/attn/<isa>/threads:1/4096, exp/xsimd/<isa>/threads:1/4096
+//                                        the library's exp against xsimd::exp, in L1
 // n threads each run the same loop on their own data (std::thread, one per core here).
 #include <cstdint>
 #include <new>
@@ -66,9 +68,25 @@ void read_bandwidth(benchmark::State &state, const machine_kernels *k, int threa
     set_bytes(state, double(share) * threads * sizeof(float));
 }
 
+void exp_throughput(benchmark::State &state, const machine_kernels *k, bool library) {
+    const int64_t count = 4096;
+    std::vector<float> x(count), y(count);
+    for (int64_t i = 0; i < count; ++i) x[size_t(i)] = -30.0f + 0.01f * float(i);
+    for (auto _ : state) {
+        (library ? k->exp_attn : k->exp_xsimd)(x.data(), y.data(), count);
+        benchmark::ClobberMemory();
+    }
+    state.counters["Gexp/s"] =
+        benchmark::Counter(double(count) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 bool register_machine() {
     for (attn_isa isa : simd_isas()) {
         const machine_kernels *k = machine_kernels_for(isa);
+        for (bool library : {true, false})
+            benchmark::RegisterBenchmark(
+                bench_name("exp", library ? "attn" : "xsimd", isa_name(isa), 1, "4096").c_str(),
+                exp_throughput, k, library);
         for (int threads : {1, 2}) {
             benchmark::RegisterBenchmark(
                 bench_name("machine", "fma_peak", isa_name(isa), threads, "chains16").c_str(),

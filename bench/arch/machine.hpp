@@ -11,6 +11,9 @@ struct machine_kernels {
     int lanes;                                  // floats per vector
     float (*fma_chains)(int64_t reps);          // reps * 16 * 2 * lanes flops
     float (*sum_floats)(const float *x, int64_t count);  // x 64-byte aligned
+    // y = exp(x) over count floats (a multiple of lanes): the library's exp and xsimd's.
+    void (*exp_attn)(const float *x, float *y, int64_t count);
+    void (*exp_xsimd)(const float *x, float *y, int64_t count);
 };
 
 // nullptr for an ISA without kernels here (scalar, auto).

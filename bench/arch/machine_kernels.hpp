@@ -1,13 +1,21 @@
 // This machine's limits, measured with xsimd on one ISA: the FMA peak (independent FMA
 // chains, enough of them to cover the FMA latency on two ports) and the read bandwidth
-// (the sum of a large array). Included by arch/machine_<isa>.cpp, compiled with that ISA's
+// (the sum of a large array); and the library's exp against xsimd::exp. Included by arch/machine_<isa>.cpp, compiled with that ISA's
 // flags; bench_machine.cpp calls them through machine_kernels_for().
 #pragma once
+
+// GCC 12's AVX-512 intrinsics trip -Wuninitialized (GCC bug 105593; see
+// src/kernels/instantiate.hpp); the pragmas must precede the intrinsics headers.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <cstdint>
 
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/vec_math.hpp"
 #include "machine.hpp"
 
 namespace attn_bench {
@@ -45,10 +53,20 @@ float sum_floats(const float *x, int64_t count) {
     return xsimd::hadd((s0 + s1) + (s2 + s3));
 }
 
+// y = exp(x), count a multiple of the lanes; Library true: attn's exp, false: xsimd::exp.
+template <class Arch, bool Library>
+void exp_floats(const float *x, float *y, int64_t count) {
+    using fbatch = xsimd::batch<float, Arch>;
+    for (int64_t i = 0; i < count; i += fbatch::size) {
+        const fbatch v = fbatch::load_unaligned(x + i);
+        (Library ? attn::kernels::exp<Arch>(v) : xsimd::exp(v)).store_unaligned(y + i);
+    }
+}
+
 template <class Arch>
 machine_kernels make_machine_kernels() {
     return {static_cast<int>(xsimd::batch<float, Arch>::size), &fma_chains<Arch>,
-            &sum_floats<Arch>};
+            &sum_floats<Arch>, &exp_floats<Arch, true>, &exp_floats<Arch, false>};
 }
 
 }  // namespace attn_bench
