@@ -76,10 +76,10 @@ void sdpa_openblas(benchmark::State &state, sdpa_shape s, int threads) {
             const float *v = x.v.data() + h * s.len_kv * s.dim;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, dim, scale, q, dim, k, dim,
                         0.0f, scores.data(), n);
-            if (!check(state, attn_softmax_f32(ctx, m, n, 1.0f, scores.data(), n, scores.data(), n)))
-                return;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, dim, n, 1.0f, scores.data(), n,
-                        v, dim, 0.0f, x.out.data() + h * s.len_q * s.dim, dim);
+            float *p = scores.data();
+            if (!check(state, attn_softmax_f32(ctx, m, n, 1.0f, p, n, p, n))) return;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, dim, n, 1.0f, p, n, v, dim,
+                        0.0f, x.out.data() + h * s.len_q * s.dim, dim);
         }
         benchmark::ClobberMemory();
     }

@@ -72,7 +72,8 @@ struct mha_problem {
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t o = 0; o < n; ++o) {
                     double acc = b.empty() ? 0.0 : b[size_t(o)];
-                    for (int64_t m = 0; m < dm; ++m) acc += double(x[size_t(r * dm + m)]) * w[size_t(o * dm + m)];
+                    for (int64_t m = 0; m < dm; ++m)
+                        acc += double(x[size_t(r * dm + m)]) * w[size_t(o * dm + m)];
                     out[size_t(r * n + o)] = acc;
                 }
             return out;
@@ -124,8 +125,9 @@ std::vector<float> forward(attn_context *ctx, const mha_problem &p) {
 // Every gradient, concatenated: dx_q, dx_kv, dW_q, dW_k, dW_v, dW_o, db_q, db_k, db_v, db_o.
 std::vector<float> backward(attn_context *ctx, const mha_problem &p, bool self_attention) {
     std::vector<float> dx_q(p.x_q.size()), dx_kv(self_attention ? 0 : p.x_kv.size());
-    std::vector<float> dw_q(p.w_q.size()), dw_k(p.w_k.size()), dw_v(p.w_v.size()), dw_o(p.w_o.size());
-    std::vector<float> db_q(p.b_q.size()), db_k(p.b_k.size()), db_v(p.b_v.size()), db_o(p.b_o.size());
+    std::vector<float> dw_q(p.w_q.size()), dw_k(p.w_k.size()), dw_v(p.w_v.size());
+    std::vector<float> dw_o(p.w_o.size()), db_q(p.b_q.size()), db_k(p.b_k.size());
+    std::vector<float> db_v(p.b_v.size()), db_o(p.b_o.size());
     const bool biases = !p.b_q.empty();
     attn_mha_grads g{dw_q.data(), dw_k.data(), dw_v.data(), dw_o.data(),
                      biases ? db_q.data() : nullptr, biases ? db_k.data() : nullptr,
@@ -183,8 +185,10 @@ TEST_P(MhaSimd, BitwiseIdenticalAcrossThreadCounts) {
         gs.push_back(backward(ctx.get(), p, true));
     }
     for (size_t t = 1; t < ys.size(); ++t) {
-        EXPECT_EQ(std::memcmp(ys[0].data(), ys[t].data(), ys[0].size() * 4), 0) << "threads " << t + 1;
-        EXPECT_EQ(std::memcmp(gs[0].data(), gs[t].data(), gs[0].size() * 4), 0) << "threads " << t + 1;
+        EXPECT_EQ(std::memcmp(ys[0].data(), ys[t].data(), ys[0].size() * 4), 0)
+            << "threads " << t + 1;
+        EXPECT_EQ(std::memcmp(gs[0].data(), gs[t].data(), gs[0].size() * 4), 0)
+            << "threads " << t + 1;
     }
 }
 

@@ -38,8 +38,9 @@ grads backward_double(const attn_sdpa_desc &d, const doubles &q, const doubles &
                 const int64_t hk = h / group;
                 const double *q_row = &q[size_t(((b * d.heads_q + h) * Lq + i) * Dk)];
                 const double *do_row = &dout[size_t(((b * d.heads_q + h) * Lq + i) * Dv)];
-                auto k_row = [&](int64_t j) { return &k[size_t(((b * d.heads_kv + hk) * Lk + j) * Dk)]; };
-                auto v_row = [&](int64_t j) { return &v[size_t(((b * d.heads_kv + hk) * Lk + j) * Dv)]; };
+                const int64_t kv_row0 = (b * d.heads_kv + hk) * Lk;
+                auto k_row = [&](int64_t j) { return &k[size_t((kv_row0 + j) * Dk)]; };
+                auto v_row = [&](int64_t j) { return &v[size_t((kv_row0 + j) * Dv)]; };
                 double m = -INFINITY;
                 for (int64_t j = 0; j < Lk; ++j) {
                     bool hidden = (d.causal == ATTN_CAUSAL_TOP_LEFT && j > i) ||
@@ -63,10 +64,11 @@ grads backward_double(const attn_sdpa_desc &d, const doubles &q, const doubles &
                     const double p = std::exp(s[j] - m) / sum;
                     double z = 1.0;
                     if (d.dropout_p > 0.0f)
-                        z = attn::dropout::dropped(key, j, thresh) ? 0.0 : 1.0 / (1.0 - d.dropout_p);
+                        z = attn::dropout::dropped(key, j, thresh) ? 0.0
+                                                                     : 1.0 / (1.0 - d.dropout_p);
                     double dot = 0.0;
                     for (int64_t c = 0; c < Dv; ++c) {
-                        g.dv[size_t(((b * d.heads_kv + hk) * Lk + j) * Dv + c)] += p * z * do_row[c];
+                        g.dv[size_t((kv_row0 + j) * Dv + c)] += p * z * do_row[c];
                         dot += do_row[c] * v_row(j)[c];
                     }
                     dp[j] = z * dot;
@@ -77,7 +79,7 @@ grads backward_double(const attn_sdpa_desc &d, const doubles &q, const doubles &
                     const double ds = d.scale * s[j] * (dp[j] - big_d);
                     for (int64_t c = 0; c < Dk; ++c) {
                         g.dq[size_t(((b * d.heads_q + h) * Lq + i) * Dk + c)] += ds * k_row(j)[c];
-                        g.dk[size_t(((b * d.heads_kv + hk) * Lk + j) * Dk + c)] += ds * q_row[c];
+                        g.dk[size_t((kv_row0 + j) * Dk + c)] += ds * q_row[c];
                     }
                 }
             }
@@ -123,7 +125,8 @@ struct problem {
         attn_sdpa_desc fwd = d;
         fwd.lse = lse.data();
         auto ref = attn_test::make_context(ATTN_IMPL_REFERENCE);
-        EXPECT_EQ(attn_sdpa_f32(ref.get(), &fwd, q.data(), k.data(), v.data(), out.data()), ATTN_OK);
+        EXPECT_EQ(attn_sdpa_f32(ref.get(), &fwd, q.data(), k.data(), v.data(), out.data()),
+                  ATTN_OK);
     }
 };
 
@@ -177,8 +180,9 @@ TEST_P(SdpaBackwardSimd, MatchesReference) {
         problem p(c);
         const float_grads want = run(ref_ctx.get(), p, c.with_lse);
         const float_grads got = run(ctx.get(), p, c.with_lse);
-        const grads exact = backward_double(p.d, attn_test::to_double(p.q), attn_test::to_double(p.k),
-                                            attn_test::to_double(p.v), attn_test::to_double(p.dout));
+        using attn_test::to_double;
+        const grads exact = backward_double(p.d, to_double(p.q), to_double(p.k), to_double(p.v),
+                                            to_double(p.dout));
         const std::pair<const std::vector<float> *, const std::vector<float> *> pairs[] = {
             {&got.dq, &want.dq}, {&got.dk, &want.dk}, {&got.dv, &want.dv}};
         const doubles *exacts[] = {&exact.dq, &exact.dk, &exact.dv};

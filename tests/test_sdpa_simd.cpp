@@ -83,8 +83,8 @@ struct problem {
     attn_layout out_strides;
 
     explicit problem(const sdpa_case &c)
-        : q(c.batch, c.heads_q, c.len_q, c.dim_qk, c.lay == layout::bshd ? layout::bshd : layout::bhsd,
-            11, c.input_range),
+        : q(c.batch, c.heads_q, c.len_q, c.dim_qk,
+            c.lay == layout::bshd ? layout::bshd : layout::bhsd, 11, c.input_range),
           k(c.batch, c.heads_kv, c.len_kv, c.dim_qk, c.lay, 12, c.input_range),
           v(c.batch, c.heads_kv, c.len_kv, c.dim_v, c.lay, 13, 1.0f) {
         attn_sdpa_desc_init(&d, c.batch, c.heads_q, c.len_q, c.len_kv, c.dim_qk);
@@ -254,7 +254,8 @@ const expected &expected_for(const sdpa_case &c, problem &p) {
         one_hot.dropout_p = 0.0f;
         std::vector<double> eye(size_t(c.heads_kv * c.batch * c.len_kv * c.len_kv), 0.0);
         for (int64_t bh = 0; bh < c.batch * c.heads_kv; ++bh)
-            for (int64_t j = 0; j < c.len_kv; ++j) eye[size_t((bh * c.len_kv + j) * c.len_kv + j)] = 1.0;
+            for (int64_t j = 0; j < c.len_kv; ++j)
+                eye[size_t((bh * c.len_kv + j) * c.len_kv + j)] = 1.0;
         one_hot.dim_v = c.len_kv;
         const std::vector<double> w_exact = attn_test::sdpa_double(
             one_hot, p.q.dense(c.batch), p.k.dense(c.batch), eye);
@@ -328,7 +329,8 @@ TEST_P(SdpaSimd, DropoutDropsTheSameWeights) {
         for (int64_t h = 0; h < heads; ++h)
             for (int64_t j = 0; j < len_kv; ++j) eye[size_t((h * len_kv + j) * len_kv + j)] = 1.0f;
         std::vector<float> got(size_t(heads * len_q * len_kv)), want(got.size());
-        ASSERT_EQ(attn_sdpa_f32(ctx.get(), &d, q.data(), k.data(), eye.data(), got.data()), ATTN_OK);
+        ASSERT_EQ(attn_sdpa_f32(ctx.get(), &d, q.data(), k.data(), eye.data(), got.data()),
+                  ATTN_OK);
         ASSERT_EQ(attn_sdpa_f32(ref_ctx.get(), &d, q.data(), k.data(), eye.data(), want.data()),
                   ATTN_OK);
         size_t dropped = 0, mismatched = 0;

@@ -53,9 +53,10 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         return;
     }
     const int64_t group = d.heads_q / d.heads_kv, len_kv = d.len_kv;
+    const int64_t no_causal = std::numeric_limits<int64_t>::max() / 4;
     const int64_t offset = d.causal == ATTN_CAUSAL_TOP_LEFT       ? 0
                            : d.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? d.len_kv - d.len_q
-                                                                  : std::numeric_limits<int64_t>::max() / 4;
+                                                                  : no_causal;
     const bool dropout = d.dropout_p > 0.0f;
     const uint32_t threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
     const float keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
@@ -87,7 +88,8 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                 const int64_t rows = d.len_q - i0 < block_rows ? d.len_q - i0 : block_rows;
                 // Keys past the batch's length or the block's last causal limit are skipped.
                 int64_t keys = keys_b;
-                if (i0 + rows + offset < keys) keys = i0 + rows + offset < 0 ? 0 : i0 + rows + offset;
+                const int64_t causal_end = i0 + rows + offset;
+                if (causal_end < keys) keys = causal_end < 0 ? 0 : causal_end;
                 if (keys == 0) continue;
                 const float *q_blk = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
                 const float *do_blk = dout + b * d.out.batch + h * d.out.head + i0 * d.out.seq;

@@ -1,0 +1,152 @@
+// The attention kernels' block sizes per ISA (one table) and their register-blocked
+// micro-kernels, templated on the xsimd Arch:
+//   score_block: S[rows x nr] = (scale Q)[rows x dim] K_panel, K packed [dim][nr];
+//   pv_block:    O[rows x nv vectors] = O * rescale + P[rows x keys] V[keys x nv vectors].
+// Row and vector counts below the block sizes (tile edges) are template instances too.
+#pragma once
+
+#include <cstdint>
+
+#include <xsimd/xsimd.hpp>
+
+namespace attn::kernels {
+
+// Block sizes per ISA, in one table.
+//   mr_s x nr_vectors: the S micro-tile (rows x key vectors) held in registers;
+//   mr_o x nv:         the O micro-tile (rows x dim_v vectors) of P V;
+//   br, bc:          query rows and keys per tile (bc a multiple of nr).
+template <class Arch>
+struct attention_blocking;
+
+template <>
+struct attention_blocking<xsimd::avx512bw> {  // 32 zmm: 24 accumulators + 4 K loads
+    static constexpr int mr_s = 6, nr_vectors = 4, mr_o = 6, nv = 4, br = 96, bc = 128;
+};
+template <>
+struct attention_blocking<xsimd::fma3<xsimd::avx2>> {  // 16 ymm: 12 accumulators + 2 loads
+    static constexpr int mr_s = 6, nr_vectors = 2, mr_o = 6, nv = 2, br = 48, bc = 128;
+};
+template <>
+struct attention_blocking<xsimd::sse4_2> {  // 16 xmm, no FMA
+    static constexpr int mr_s = 6, nr_vectors = 2, mr_o = 6, nv = 2, br = 48, bc = 64;
+};
+
+namespace attention_detail {
+
+template <class Arch>
+constexpr int lanes = static_cast<int>(xsimd::batch<float, Arch>::size);
+
+template <class Arch>
+constexpr int panel_keys = attention_blocking<Arch>::nr_vectors * lanes<Arch>;
+
+// static: a plain function compiled with ISA flags must not be shared across translation units.
+static constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+template <class Arch>
+inline xsimd::batch<float, Arch> lane_index() {
+    alignas(64) static constexpr float index[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                    8, 9, 10, 11, 12, 13, 14, 15};
+    return xsimd::batch<float, Arch>::load_aligned(index);
+}
+
+// ---- micro-kernels ----------------------------------------------------------------------
+
+// s[Rows x NRV*W] = qs[Rows x dim] * panel, panel = [dim][NRV*W] (key fastest).
+template <class Arch, int Rows, int NRV>
+inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_t dim,
+                        float *s, int64_t lds) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    fbatch acc[Rows][NRV];
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v) acc[r][v] = fbatch(0.0f);
+    for (int64_t d = 0; d < dim; ++d) {
+        fbatch k_vec[NRV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v) k_vec[v] = fbatch::load_aligned(panel + d * NRV * W + v * W);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const fbatch q_val(qs[r * ldq + d]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NRV; ++v) acc[r][v] = xsimd::fma(q_val, k_vec[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v) acc[r][v].store_aligned(s + r * lds + v * W);
+}
+
+template <class Arch, int Rows>
+inline void score_block_rows(int rows, const float *qs, int64_t ldq, const float *panel,
+                             int64_t dim, float *s, int64_t lds) {
+    constexpr int nrv = attention_blocking<Arch>::nr_vectors;
+    if constexpr (Rows == 1) {
+        score_block<Arch, 1, nrv>(qs, ldq, panel, dim, s, lds);
+    } else {
+        if (rows == Rows) return score_block<Arch, Rows, nrv>(qs, ldq, panel, dim, s, lds);
+        score_block_rows<Arch, Rows - 1>(rows, qs, ldq, panel, dim, s, lds);
+    }
+}
+
+// o[Rows x NV*W] = o * rescale[r] + p[Rows x keys] * v[keys x NV*W].
+template <class Arch, int Rows, int NV>
+inline void pv_block(const float *p, int64_t ldp, int64_t keys, const float *v, int64_t ldv,
+                     float *o, int64_t ldo, const float *rescale) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    fbatch acc[Rows][NV];
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r) {
+        const fbatch a(rescale[r]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) acc[r][c] = fbatch::load_aligned(o + r * ldo + c * W) * a;
+    }
+    for (int64_t j = 0; j < keys; ++j) {
+        fbatch v_vec[NV];
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) v_vec[c] = fbatch::load_unaligned(v + j * ldv + c * W);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const fbatch p_val(p[r * ldp + j]);
+#pragma GCC unroll 8
+            for (int c = 0; c < NV; ++c) acc[r][c] = xsimd::fma(p_val, v_vec[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) acc[r][c].store_aligned(o + r * ldo + c * W);
+}
+
+template <class Arch, int Rows, int NV>
+inline void pv_block_vectors(int vectors, const float *p, int64_t ldp, int64_t keys,
+                             const float *v, int64_t ldv, float *o, int64_t ldo,
+                             const float *rescale) {
+    if constexpr (NV == 1) {
+        pv_block<Arch, Rows, 1>(p, ldp, keys, v, ldv, o, ldo, rescale);
+    } else {
+        if (vectors == NV) return pv_block<Arch, Rows, NV>(p, ldp, keys, v, ldv, o, ldo, rescale);
+        pv_block_vectors<Arch, Rows, NV - 1>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+    }
+}
+
+template <class Arch, int Rows>
+inline void pv_block_any(int rows, int vectors, const float *p, int64_t ldp, int64_t keys,
+                         const float *v, int64_t ldv, float *o, int64_t ldo,
+                         const float *rescale) {
+    constexpr int nv = attention_blocking<Arch>::nv;
+    if constexpr (Rows == 1) {
+        pv_block_vectors<Arch, 1, nv>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+    } else {
+        if (rows == Rows)
+            return pv_block_vectors<Arch, Rows, nv>(vectors, p, ldp, keys, v, ldv, o, ldo,
+                                                    rescale);
+        pv_block_any<Arch, Rows - 1>(rows, vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+    }
+}
+
+}  // namespace attention_detail
+}  // namespace attn::kernels
