@@ -91,8 +91,8 @@ void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels
 }
 
 // Row r of S for keys j0 + c, c < visible: adds the mask, sets lanes c >= visible to -inf,
-// returns the row max (-inf when visible == 0). Only the first round_up(visible, W) columns
-// are touched.
+// returns the row max (-inf when visible == 0, NaN when a score is NaN). Only the first
+// round_up(visible, W) columns are touched.
 template <class Arch>
 float mask_score_row(float *s_row, int64_t visible, const float *mask_row) {
     using fbatch = xsimd::batch<float, Arch>;
@@ -100,6 +100,7 @@ float mask_score_row(float *s_row, int64_t visible, const float *mask_row) {
     const float neg_inf = -std::numeric_limits<float>::infinity();
     const fbatch index = lane_index<Arch>();
     fbatch row_max(neg_inf);
+    xsimd::batch_bool<float, Arch> nan_seen(false);
     for (int64_t c = 0; c < visible; c += W) {
         fbatch x = fbatch::load_aligned(s_row + c);
         if (mask_row) {
@@ -114,8 +115,10 @@ float mask_score_row(float *s_row, int64_t visible, const float *mask_row) {
         if (c + W > visible)
             x = xsimd::select(index < fbatch(static_cast<float>(visible - c)), x, fbatch(neg_inf));
         x.store_aligned(s_row + c);
-        row_max = xsimd::max(row_max, x);
+        row_max = xsimd::max(x, row_max);  // x86 max returns its second operand on NaN
+        nan_seen = nan_seen | xsimd::isnan(x);
     }
+    if (xsimd::any(nan_seen)) return std::numeric_limits<float>::quiet_NaN();
     return reduce_max<Arch>(row_max);
 }
 
@@ -273,7 +276,9 @@ void attention_forward_tile(const attention_tile &t) {
             const int64_t visible = visible_keys<Arch>(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
             const float tile_max = mask_score_row<Arch>(s_row, visible, mask_row);
-            const float m_new = tile_max > m[r] ? tile_max : m[r];
+            // a NaN score (NaN in q, k or the mask) makes the row NaN: it must not be
+            // mistaken for "nothing visible"
+            const float m_new = tile_max > m[r] || tile_max != tile_max ? tile_max : m[r];
             int64_t c = 0;
             if (m_new == neg_inf) {  // nothing visible yet: P = 0, O stays 0
                 rescale[r] = 1.0f;
