@@ -31,8 +31,11 @@ static void print_stats() {
 }
 
 const path_contexts &contexts() {
-    static const path_contexts all = [] {
-        path_contexts pc;
+    // Never destroyed, and reachable from a static pointer until the very end: LeakSanitizer
+    // then does not count the contexts as leaks.
+    static const path_contexts *const all = [] {
+        auto *pcp = new path_contexts;
+        path_contexts &pc = *pcp;
         pc.reference = make(ATTN_IMPL_REFERENCE, ATTN_ISA_AUTO, 2);
         for (attn_isa isa : {ATTN_ISA_SSE4, ATTN_ISA_AVX2, ATTN_ISA_AVX512}) {
             attn_context *one = make(ATTN_IMPL_SIMD, isa, 1), *two = make(ATTN_IMPL_SIMD, isa, 2);
@@ -46,9 +49,9 @@ const path_contexts &contexts() {
         }
         if (!pc.reference || pc.simd.empty()) fail("cannot create the contexts:", attn_last_error());
         if (std::getenv("ATTN_FUZZ_STATS")) std::atexit(print_stats);
-        return pc;
+        return pcp;
     }();
-    return all;
+    return *all;
 }
 
 // C[m,n] = alpha op(A) op(B) + beta C with arbitrary transposes, sizes, leading dimensions.
@@ -76,7 +79,8 @@ bool decode_gemm(FuzzedDataProvider &in, pool &p, value_source &src, call &c) {
     if (nulls == 2) b.buf = -1;
     if (nulls == 3) cm.buf = -1;
 
-    bool need_a = m > 0 && k > 0, need_b = k > 0 && n > 0, need_c = m > 0 && n > 0;
+    // A and B are read only when C is not empty and k > 0.
+    bool need_c = m > 0 && n > 0, need_a = need_c && k > 0, need_b = need_a;
     c.must_reject = (ta != ATTN_NO_TRANS && ta != ATTN_TRANS) || (tb != ATTN_NO_TRANS && tb != ATTN_TRANS) ||
                     m < 0 || n < 0 || k < 0 ||
                     (need_a && (a.buf < 0 || lda < a_cols || extent(a) < 0)) ||
