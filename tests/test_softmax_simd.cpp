@@ -125,6 +125,21 @@ TEST_P(SoftmaxSimd, SpecialRows) {
     }
 }
 
+// scale = 1e30 on values of order 1: the exponent at each row's maximum must be exactly 0
+// (a fused scale*x - max leaves the product's rounding error there, ~1e23, and the row
+// becomes NaN). One column: every weight is 1. Several: the largest entry takes all.
+TEST_P(SoftmaxSimd, HugeScaleKeepsTheMaximumAtWeightOne) {
+    const auto x = random_tensor(9 * 5, 21, -3.0f, 3.0f);
+    std::vector<float> y(x.size(), -1.0f), y_ref(x.size(), -1.0f);
+    ASSERT_EQ(attn_softmax_f32(simd_.get(), 9 * 5, 1, 1e30f, x.data(), 1, y.data(), 1), ATTN_OK);
+    for (float v : y) ASSERT_EQ(v, 1.0f);
+    for (float scale : {1e30f, -1e30f, 3e37f}) {
+        ASSERT_EQ(attn_softmax_f32(simd_.get(), 9, 5, scale, x.data(), 5, y.data(), 5), ATTN_OK);
+        ASSERT_EQ(attn_softmax_f32(ref_.get(), 9, 5, scale, x.data(), 5, y_ref.data(), 5), ATTN_OK);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y_ref[i]) << "scale " << scale << " at " << i;
+    }
+}
+
 TEST_P(SoftmaxSimd, BitwiseIdenticalForOneTwoThreeThreads) {
     const int64_t rows = 333, cols = 515;
     const auto x = random_tensor(size_t(rows * cols), 9, -6.0f, 6.0f);
