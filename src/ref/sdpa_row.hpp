@@ -25,7 +25,8 @@ inline bool key_hidden(const attn_sdpa_desc &d, int64_t b, int64_t i, int64_t j)
 }
 
 // s[j] = scale * q[b,h,i,:] . k[b,h',j,:] + mask[b,h,i,j] for j < len_kv, -inf where the
-// key is hidden. Returns max_j s[j] (-inf when every key is hidden; NaNs are skipped).
+// key is hidden. Returns max_j s[j] (-inf when every key is hidden; NaN when a visible score
+// is NaN, so that the row becomes NaN rather than reading as fully masked).
 inline float scores(const attn_sdpa_desc &d, const float *q, const float *k, int64_t b, int64_t h,
                     int64_t i, float *s) {
     const float *q_row = q + b * d.q.batch + h * d.q.head + i * d.q.seq;
@@ -44,7 +45,7 @@ inline float scores(const attn_sdpa_desc &d, const float *q, const float *k, int
         for (int64_t c = 0; c < d.dim_qk; ++c) dot += q_row[c] * k_row[c];
         s[j] = d.scale * dot;
         if (mask_row) s[j] += mask_row[j];
-        if (s[j] > m) m = s[j];
+        if (s[j] > m || std::isnan(s[j])) m = s[j];
     }
     return m;
 }
