@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct path {
     attn_isa isa;
     std::string name;  // "reference", "simd_sse4", "simd_avx2", "simd_avx512"
 };
+
+// GoogleTest prints a parameter with this instead of its bytes.
+inline void PrintTo(const path &p, std::ostream *os) { *os << p.name; }
 
 // The reference first, then every SIMD ISA this CPU supports (so a bug in the AVX2 path
 // cannot hide on an AVX-512 machine).
