@@ -8,9 +8,9 @@
 //   dS  = P * (dPz - D)
 //   dV += (P * z)^T dO_blk,  dK += scale dS^T Q_blk,  dQ_blk = scale dS K
 // as the reference (src/ref/sdpa_backward.cpp). dK and dV of a head are accumulated by one
-// task in a fixed order, and no GEMM inside a task is split over threads: the result is the
-// same for every thread count. Gradients go to scratch first and are copied out at the end,
-// so a failed allocation leaves dq, dk, dv untouched.
+// task in a fixed order, and the GEMM's results do not depend on its thread count: the
+// gradients are the same for every thread count. They go to scratch first and are copied
+// out at the end, so a failed allocation leaves dq, dk, dv untouched.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -68,13 +68,19 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
     std::vector<float> dq_all(size_t(d.batch * d.heads_q * d.len_q * d.dim_qk), 0.0f);
     std::vector<float> dk_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_qk), 0.0f);
     std::vector<float> dv_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_v), 0.0f);
-    exec serial = ex;  // the GEMMs inside a task run on that task's thread
+    // With at least as many heads as threads, the heads run in parallel and each GEMM on its
+    // head's thread; with fewer, the heads run one after the other and each GEMM uses every
+    // thread. Either way every GEMM computes the same bits.
+    const int64_t heads = d.batch * d.heads_kv;
+    const bool across_heads = heads >= slots;
+    exec serial = ex;
     serial.arena = nullptr;
     serial.num_threads = 1;
+    const exec &inner = across_heads ? serial : ex;
 
-    parallel_tasks(ex, d.batch * d.heads_kv, [&](int64_t head) {
+    auto head_backward = [&](int64_t head, int slot) {
         const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
-        float *p = slot_scratch.data() + worker_slot(ex) * slot_floats;  // S, then P, then P z
+        float *p = slot_scratch.data() + slot * slot_floats;  // S, then P, then P z
         float *dp = p + block_rows * len_kv;                              // dP z, then dS
         const float *k_head = k + b * d.k.batch + hk * d.k.head;
         const float *v_head = v + b * d.v.batch + hk * d.v.head;
@@ -96,9 +102,9 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                 const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
 
                 // S = scale Q K^T; dP = dO V^T
-                gemm(serial, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_qk, d.scale, q_blk,
+                gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_qk, d.scale, q_blk,
                      d.q.seq, k_head, d.k.seq, 0.0f, p, len_kv);
-                gemm(serial, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_v, 1.0f, do_blk,
+                gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_v, 1.0f, do_blk,
                      d.out.seq, v_head, d.v.seq, 0.0f, dp, len_kv);
 
                 for (int64_t r = 0; r < rows; ++r) {
@@ -148,15 +154,19 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                 }
 
                 // dV += (P z)^T dO; dK += scale dS^T Q; dQ = scale dS K
-                gemm(serial, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_v, rows, 1.0f, p, len_kv,
+                gemm(inner, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_v, rows, 1.0f, p, len_kv,
                      do_blk, d.out.seq, 1.0f, dv_head, d.dim_v);
-                gemm(serial, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_qk, rows, d.scale, dp, len_kv,
+                gemm(inner, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_qk, rows, d.scale, dp, len_kv,
                      q_blk, d.q.seq, 1.0f, dk_head, d.dim_qk);
-                gemm(serial, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, d.dim_qk, keys, d.scale, dp,
+                gemm(inner, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, d.dim_qk, keys, d.scale, dp,
                      len_kv, k_head, d.k.seq, 0.0f, dq_all.data() + row0 * d.dim_qk, d.dim_qk);
             }
         }
-    });
+    };
+    if (across_heads)
+        parallel_tasks(ex, heads, [&](int64_t head) { head_backward(head, worker_slot(ex)); });
+    else
+        for (int64_t head = 0; head < heads; ++head) head_backward(head, 0);
 
     // Every gradient is complete: only now are dq, dk, dv written.
     copy_rows(ex, dq_all.data(), dq, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
