@@ -3,7 +3,7 @@
 
 namespace attn_bench {
 const machine_kernels *machine_kernels_avx512() {
-    static const machine_kernels k = make_machine_kernels<xsimd::avx512bw>();
+    static const machine_kernels k = make_machine_kernels<xsimd::avx512f>();
     return &k;
 }
 }  // namespace attn_bench
