@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libbenchmark-dev            # tests and benchmarks
   libopenblas-dev libdnnl-dev              # peers the benchmarks compare against
   python3 python3-numpy python3-matplotlib # tools/bench_report.py and its charts
-  clang                                    # the libFuzzer target
+  clang libclang-rt-14-dev                 # the libFuzzer target (its runtime is only recommended)
 )
 
 missing=()

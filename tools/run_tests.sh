@@ -44,6 +44,8 @@ run_suite() {
 run_suite "Release" build -DCMAKE_BUILD_TYPE=Release
 run_suite "ASan+UBSan" build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTN_SANITIZE=ON \
   -DATTN_BUILD_BENCH=OFF
+tools/run_tsan.sh && summary+=("TSan stress: passed") || { summary+=("TSan stress: FAILED"); failed=1; }
+tools/run_fuzz.sh 60 && summary+=("fuzz 60 s: no findings") || { summary+=("fuzz: FAILED"); failed=1; }
 
 echo
 if [ "$failed" -eq 0 ]; then verdict="ALL PASSED"; else verdict="FAILED"; fi
