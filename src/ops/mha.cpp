@@ -51,26 +51,6 @@ void linear(const exec &ex, const float *x, int64_t rows, int64_t d_model, const
     add_bias(ex, out, rows, n, b);
 }
 
-// The attention over the projections, [batch, len, heads, head_dim] (BSHD).
-attn_sdpa_desc attention_desc(const attn_mha_desc &d) {
-    const int64_t wq = d.heads * d.head_dim, wkv = d.heads_kv * d.head_dim;
-    attn_sdpa_desc s{};
-    s.batch = d.batch;
-    s.heads_q = d.heads;
-    s.heads_kv = d.heads_kv;
-    s.len_q = d.len_q;
-    s.len_kv = d.len_kv;
-    s.dim_qk = s.dim_v = d.head_dim;
-    s.q = s.out = attn_layout{d.len_q * wq, d.head_dim, wq};
-    s.k = s.v = attn_layout{d.len_kv * wkv, d.head_dim, wkv};
-    s.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-    s.causal = d.causal;
-    s.kv_len = d.kv_len;
-    s.dropout_p = d.dropout_p;
-    s.dropout_seed = d.dropout_seed;
-    return s;
-}
-
 struct projections {
     floats q, k, v, context;
     projections(const attn_mha_desc &d)
@@ -87,7 +67,7 @@ void attend(const exec &ex, const attn_mha_desc &d, const float *x_q, const floa
     linear(ex, x_q, d.batch * d.len_q, d.d_model, d.w_q, d.b_q, wq, p.q.data());
     linear(ex, x_kv, d.batch * d.len_kv, d.d_model, d.w_k, d.b_k, wkv, p.k.data());
     linear(ex, x_kv, d.batch * d.len_kv, d.d_model, d.w_v, d.b_v, wkv, p.v.data());
-    attn_sdpa_desc s = attention_desc(d);
+    attn_sdpa_desc s = ref::mha_attention_desc(d);
     s.lse = lse;
     sdpa(ex, s, p.q.data(), p.k.data(), p.v.data(), p.context.data());
 }
@@ -144,7 +124,7 @@ void mha_backward(const exec &ex, const attn_mha_desc &d, const float *x_q, cons
     column_sums(ex, dy, rows_q, dm, g.db_o ? db_o.data() : nullptr);
 
     // Attention: dQ, dK, dV from dC.
-    sdpa_backward(ex, attention_desc(d), p.q.data(), p.k.data(), p.v.data(), p.context.data(),
+    sdpa_backward(ex, ref::mha_attention_desc(d), p.q.data(), p.k.data(), p.v.data(), p.context.data(),
                   dcontext.data(), lse.data(), dq.data(), dk.data(), dv.data());
 
     // Input projections: dW = dProj^T x, db = column sums of dProj.

@@ -30,26 +30,6 @@ void column_sums(const float *dx, int64_t rows, int64_t cols, float *db) {
         for (int64_t c = 0; c < cols; ++c) db[c] += dx[r * cols + c];
 }
 
-// The attention's descriptor: the projections are [batch, len, heads, head_dim] (BSHD).
-attn_sdpa_desc attention_desc(const attn_mha_desc &d) {
-    const int64_t wq = d.heads * d.head_dim, wkv = d.heads_kv * d.head_dim;
-    attn_sdpa_desc s{};
-    s.batch = d.batch;
-    s.heads_q = d.heads;
-    s.heads_kv = d.heads_kv;
-    s.len_q = d.len_q;
-    s.len_kv = d.len_kv;
-    s.dim_qk = s.dim_v = d.head_dim;
-    s.q = s.out = attn_layout{d.len_q * wq, d.head_dim, wq};
-    s.k = s.v = attn_layout{d.len_kv * wkv, d.head_dim, wkv};
-    s.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-    s.causal = d.causal;
-    s.kv_len = d.kv_len;
-    s.dropout_p = d.dropout_p;
-    s.dropout_seed = d.dropout_seed;
-    return s;
-}
-
 // The forward's intermediates, kept for the backward.
 struct projections {
     floats q, k, v, context;
@@ -70,13 +50,32 @@ projections attend(const attn_mha_desc &d, const float *x_q, const float *x_kv, 
     linear(x_q, rows_q, d.d_model, d.w_q, d.b_q, wq, p.q.data());
     linear(x_kv, rows_kv, d.d_model, d.w_k, d.b_k, wkv, p.k.data());
     linear(x_kv, rows_kv, d.d_model, d.w_v, d.b_v, wkv, p.v.data());
-    attn_sdpa_desc s = attention_desc(d);
+    attn_sdpa_desc s = mha_attention_desc(d);
     s.lse = lse;
     sdpa(s, p.q.data(), p.k.data(), p.v.data(), p.context.data());
     return p;
 }
 
 }  // namespace
+
+attn_sdpa_desc mha_attention_desc(const attn_mha_desc &d) {
+    const int64_t wq = d.heads * d.head_dim, wkv = d.heads_kv * d.head_dim;
+    attn_sdpa_desc s{};
+    s.batch = d.batch;
+    s.heads_q = d.heads;
+    s.heads_kv = d.heads_kv;
+    s.len_q = d.len_q;
+    s.len_kv = d.len_kv;
+    s.dim_qk = s.dim_v = d.head_dim;
+    s.q = s.out = attn_layout{d.len_q * wq, d.head_dim, wq};
+    s.k = s.v = attn_layout{d.len_kv * wkv, d.head_dim, wkv};
+    s.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+    s.causal = d.causal;
+    s.kv_len = d.kv_len;
+    s.dropout_p = d.dropout_p;
+    s.dropout_seed = d.dropout_seed;
+    return s;
+}
 
 void mha_forward(const attn_mha_desc &d, const float *x_q, const float *x_kv, float *y) {
     const projections p = attend(d, x_q, x_kv, nullptr);
@@ -103,7 +102,7 @@ void mha_backward(const attn_mha_desc &d, const float *x_q, const float *x_kv, c
 
     // Attention: dQ, dK, dV from dC.
     floats dq(rows_q * wq), dk(rows_kv * wkv), dv(rows_kv * wkv);
-    sdpa_backward(attention_desc(d), p.q.data(), p.k.data(), p.v.data(), p.context.data(),
+    sdpa_backward(mha_attention_desc(d), p.q.data(), p.k.data(), p.v.data(), p.context.data(),
                   dcontext.data(), lse.data(), dq.data(), dk.data(), dv.data());
 
     // Input projections: dW = dProj^T x, db = column sums of dProj.

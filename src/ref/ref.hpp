@@ -23,6 +23,11 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
                    const float *out, const float *dout, const float *lse, float *dq, float *dk,
                    float *dv);
 
+// The attention inside multi-head attention: heads over projections laid out
+// [batch, len, heads, head_dim] (BSHD), scale 1/sqrt(head_dim), the desc's causal, kv_len and
+// dropout. Shared by the reference and the SIMD driver so both attend identically.
+attn_sdpa_desc mha_attention_desc(const attn_mha_desc &d);
+
 void mha_forward(const attn_mha_desc &d, const float *x_q, const float *x_kv, float *y);
 
 void mha_backward(const attn_mha_desc &d, const float *x_q, const float *x_kv, const float *dy,
