@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <random>
@@ -83,6 +84,22 @@ inline void set_flops(benchmark::State &state, double flops_per_iteration) {
 inline void set_bytes(benchmark::State &state, double bytes_per_iteration) {
     state.counters["GB/s"] =
         benchmark::Counter(bytes_per_iteration / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// CPU seconds used so far by the whole process (every thread, spinning included).
+inline double process_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// "GB/s_cpu": bytes per second that `threads` threads were on a CPU, from the process CPU
+// time of the whole run (bytes_total over all iterations). On a machine shared with other
+// work the wall-time rate falls with the load; this one does not (idle spinning inflates the
+// CPU time, so it errs low).
+inline void set_bytes_per_cpu_second(benchmark::State &state, double bytes_total,
+                                     double cpu_seconds, int threads) {
+    if (cpu_seconds > 0.0) state.counters["GB/s_cpu"] = bytes_total * threads / cpu_seconds / 1e9;
 }
 
 // Skips the benchmark with a message when a status is not ATTN_OK.

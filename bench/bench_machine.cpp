@@ -1,6 +1,14 @@
 // This machine's limits, the yardsticks for every other benchmark:
 //   machine/fma_peak/<isa>/threads:<n>   GFLOP/s of independent FMA chains at that ISA's width
-//   machine/read_bw/<isa>/threads:<n>    GB/s of summing a 256 MiB array (far beyond the caches)
+//   machine/read_bw/<isa>/threads:<n>/1GiB_dram
+//                                        GB/s of summing a 1 GiB array: over twice this Xeon's
+//                                        480 MB L3, so it streams from DRAM
+//   machine/read_bw_decode/<isa>/threads:<n>/128MiB_decode_KV
+//                                        the same at 128 MiB, the K and V that the decode
+//                                        benchmark reads (sdpa .../decode_H32_Lq1_Lk4096_D128):
+//                                        it fits the L3, so that is the figure to compare with
+// Both also report GB/s_cpu, per second the reading threads were on a CPU (bench_common.hpp):
+// the wall-time GB/s falls with the machine's load.
 //   exp/attn/<isa>/threads:1/4096, exp/xsimd/<isa>/threads:1/4096
 //                                        the library's exp against xsimd::exp, in L1
 // n threads each run the same loop on their own data (std::thread, one per core here).
@@ -50,22 +58,30 @@ void fma_peak(benchmark::State &state, const machine_kernels *k, int threads) {
 struct aligned_array {
     explicit aligned_array(size_t n)
         : data(static_cast<float *>(::operator new(n * sizeof(float), std::align_val_t(64)))), size(n) {
-        for (size_t i = 0; i < n; ++i) data[i] = 1.0f;
+        for (size_t i = 0; i < n; ++i) data[i] = 1.0f;  // every page resident before timing
     }
     ~aligned_array() { ::operator delete(data, std::align_val_t(64)); }
+    aligned_array(const aligned_array &) = delete;
+    aligned_array &operator=(const aligned_array &) = delete;
     float *data;
     size_t size;
 };
 
-void read_bandwidth(benchmark::State &state, const machine_kernels *k, int threads) {
-    static aligned_array array(size_t(64) << 20);  // 256 MiB, shared: each thread reads its half
+// Each thread sums its own contiguous share of one array of `bytes`, read once per iteration.
+void read_bandwidth(benchmark::State &state, const machine_kernels *k, int threads,
+                    size_t bytes) {
+    const aligned_array array(bytes / sizeof(float));
     const int64_t share = int64_t(array.size) / threads;
+    const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
         run_on_threads(threads, [&](int t) {
             benchmark::DoNotOptimize(k->sum_floats(array.data + t * share, share));
         });
     }
-    set_bytes(state, double(share) * threads * sizeof(float));
+    const double bytes_per_iteration = double(share) * threads * sizeof(float);
+    set_bytes(state, bytes_per_iteration);
+    set_bytes_per_cpu_second(state, bytes_per_iteration * double(state.iterations()),
+                             process_cpu_seconds() - cpu_start, threads);
 }
 
 void exp_throughput(benchmark::State &state, const machine_kernels *k, bool library) {
@@ -94,8 +110,14 @@ bool register_machine() {
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
             benchmark::RegisterBenchmark(
-                bench_name("machine", "read_bw", isa_name(isa), threads, "256MiB").c_str(),
-                read_bandwidth, k, threads)
+                bench_name("machine", "read_bw", isa_name(isa), threads, "1GiB_dram").c_str(),
+                read_bandwidth, k, threads, size_t(1) << 30)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(bench_name("machine", "read_bw_decode", isa_name(isa),
+                                                    threads, "128MiB_decode_KV")
+                                             .c_str(),
+                                         read_bandwidth, k, threads, size_t(128) << 20)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
         }

@@ -5,7 +5,8 @@
 //       cblas_sgemm (S = scale Q K^T), attn_softmax_f32 (SIMD, same threads), cblas_sgemm (P V)
 //   sdpa/simd/<isa>/threads:{1,2}/decode_H32_Lq1_Lk4096_D128   one query against a long cache
 // GFLOP/s = 4 B H Lq Lk D / time (half for causal: only the visible half is work). The decode
-// shape also reports GB/s of K and V read once.
+// shape also reports GB/s of K and V read once (128 MiB: it fits this Xeon's L3, so compare
+// with machine/read_bw_decode, the same working set), and GB/s_cpu per second on a CPU.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -51,13 +52,19 @@ void sdpa_attn(benchmark::State &state, sdpa_shape s, attn_impl impl, attn_isa i
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, s.heads, s.len_q, s.len_kv, s.dim);
     d.causal = s.causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
         if (!check(state, attn_sdpa_f32(ctx, &d, x.q.data(), x.k.data(), x.v.data(), x.out.data())))
             break;
         benchmark::ClobberMemory();
     }
     set_flops(state, s.flops());
-    if (s.len_q == 1) set_bytes(state, 2.0 * sizeof(float) * double(s.heads * s.len_kv * s.dim));
+    if (s.len_q == 1) {
+        const double kv_bytes = 2.0 * sizeof(float) * double(s.heads * s.len_kv * s.dim);
+        set_bytes(state, kv_bytes);
+        set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),
+                                 process_cpu_seconds() - cpu_start, threads);
+    }
 }
 
 #ifdef ATTN_BENCH_HAVE_OPENBLAS
