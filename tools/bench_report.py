@@ -57,6 +57,7 @@ class Result:
         # rate counters (bench_common.hpp), already per second of wall time
         self.gflops = float(entry["GFLOP/s"]) if "GFLOP/s" in entry else None
         self.gbps = float(entry["GB/s"]) if "GB/s" in entry else None
+        self.rates = {k: float(v) for k, v in entry.items() if k.endswith("/s") or "/s_" in k}
         self.error = entry.get("error_occurred", False)
 
     def better_than(self, other):
@@ -85,7 +86,8 @@ class Run:
                 if all(v is None or getattr(r, k) == v for k, v in want.items())]
 
     def ops(self):
-        return sorted({r.op for r in self.results.values() if r.op != "machine"})
+        """The library's ops: those measured on the reference or the SIMD kernels."""
+        return sorted({r.op for r in self.results.values() if r.impl in (REFERENCE, SIMD)})
 
     def shapes(self, op):
         return sorted({r.shape for r in self.select(op=op)}, key=shape_size)
@@ -251,8 +253,8 @@ def summary_rows(run):
 
 def peak_rows(run):
     """Measured FMA peak per ISA and thread count, and the best SIMD op's fraction of it."""
-    header = ["isa", "threads", "FMA peak GFLOP/s", "read GB/s", "best gemm GFLOP/s", "gemm/peak",
-              "best sdpa GFLOP/s", "sdpa/peak"]
+    header = ["isa", "threads", "FMA peak GFLOP/s", "DRAM read GB/s", "best gemm GFLOP/s",
+              "gemm/peak", "best sdpa GFLOP/s", "sdpa/peak"]
     rows = []
     for isa in ISA_ORDER:
         for t in run.thread_counts():
@@ -266,6 +268,18 @@ def peak_rows(run):
                             if r.gflops), default=None)
                 row += ["n/a", "n/a"] if best is None else [f"{best:.1f}", f"{best / peak:.0%}"]
             rows.append(row)
+    return header, rows
+
+
+def other_rows(run):
+    """Everything else measured (machine yardsticks, exp), with all its rate counters."""
+    header = ["benchmark", "ms", "rates"]
+    rows = []
+    for r in sorted(run.results.values(), key=lambda r: r.name):
+        if r.op in run.ops():
+            continue
+        rates = ", ".join(f"{v:.3g} {k}" for k, v in sorted(r.rates.items()))
+        rows.append([r.name.replace("/real_time", ""), f"{r.seconds * 1e3:.3g}", rates or "-"])
     return header, rows
 
 
@@ -332,10 +346,10 @@ def cmd_summary(args):
     if not run.results:
         sys.exit("bench_report: the run produced no benchmark results")
     print(text_table(*summary_rows(run)))
-    header, rows = peak_rows(run)
-    if rows:
-        print()
-        print(text_table(header, rows))
+    for header, rows in (peak_rows(run), other_rows(run)):
+        if rows:
+            print()
+            print(text_table(header, rows))
     print("\nsimd/ref: reference time / SIMD time on one thread; Nt/1t and attn/peer likewise "
           "(higher is better for attn). n/a: not measured in this run.")
 
@@ -395,6 +409,12 @@ def write_performance_md(run, md_path, charts, bench_cmd):
             lines += ["A fraction above 100% means the kernels beat the FMA-chain measurement "
                       "of that ISA: that measurement is then a lower bound of the peak, not "
                       "its ceiling (or the machine was busier while it ran).", ""]
+    header, rows = other_rows(run)
+    if rows:
+        lines += ["## The machine's yardsticks and the rest", "",
+                  "`GB/s_cpu` divides by the CPU time of the reading threads rather than wall "
+                  "time, so it is the one that does not fall with the machine's load.", "",
+                  markdown_table(header, rows), ""]
     lines += ["## Reading these numbers", "",
               "The machine is shared: absolute times move from run to run, and a thread count "
               "above the number of idle cores measures contention, not scaling. The ratios "
