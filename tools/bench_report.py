@@ -372,11 +372,11 @@ def cmd_charts(args):
     for c in charts:
         print("wrote " + c)
     md = args.md or os.path.join(os.path.dirname(os.path.abspath(args.out)), "performance.md")
-    write_performance_md(run, md, charts, bench_cmd)
+    write_performance_md(run, md, charts, bench_cmd, args.source)
     print("wrote " + md)
 
 
-def write_performance_md(run, md_path, charts, bench_cmd):
+def write_performance_md(run, md_path, charts, bench_cmd, source=None):
     here = os.path.dirname(os.path.abspath(md_path))
     this = " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     lines = [
@@ -386,6 +386,7 @@ def write_performance_md(run, md_path, charts, bench_cmd):
         "`attn_bench`; every ratio below compares two measurements of that same run.",
         "",
         f"- Machine: {machine_description(run)}",
+    ] + ([f"- Measured: {source}"] if source else []) + [
         f"- Command: `{this}`",
         f"- Benchmark run: `{bench_cmd}`",
         "",
@@ -448,6 +449,7 @@ def main():
         else:
             s.add_argument("--out", default="docs/charts", help="directory for the PNG charts")
             s.add_argument("--md", help="performance page to write (default: next to --out)")
+            s.add_argument("--source", help="what was measured, e.g. 'attn at commit abc1234'")
     args = p.parse_args()
     if not args.json and not args.binary:
         p.error("give the attn_bench binary or --json FILE")
