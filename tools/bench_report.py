@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -152,7 +153,7 @@ def run_bench(binary, filter_regex, min_time, json_out):
     ctx = doc.setdefault("context", {})
     ctx["load_average_before"], ctx["load_average_after"] = load_before, os.getloadavg()[0]
     ctx["attn_build_type"] = cmake_build_type(binary)
-    ctx["attn_bench_command"] = " ".join(c for c in cmd if not c.startswith("--benchmark_out"))
+    ctx["attn_bench_command"] = shlex.join(c for c in cmd if not c.startswith("--benchmark_out"))
     return doc
 
 
@@ -378,7 +379,7 @@ def cmd_charts(args):
 
 def write_performance_md(run, md_path, charts, bench_cmd, source=None):
     here = os.path.dirname(os.path.abspath(md_path))
-    this = " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    this = shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     lines = [
         "# attn performance",
         "",
