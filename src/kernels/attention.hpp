@@ -30,7 +30,8 @@ namespace attention_detail {
 // Where each piece of a tile lives in the scratch (offsets in floats, 64-byte multiples).
 template <class Arch>
 struct scratch_layout {
-    int64_t q_tile, scores, o_tile, row_max, row_sum, rescale, k_panels, v_tile, total;
+    int64_t q_tile, scores, o_tile, row_max, row_sum, rescale, prev_max, tile_sum, score_max,
+        k_panels, v_tile, total;
     scratch_layout(int64_t dim_qk, int64_t dim_v) {
         using blk = attention_blocking<Arch>;
         const int64_t dv_pad = round_up(dim_v, lanes<Arch>);
@@ -46,6 +47,9 @@ struct scratch_layout {
         row_max = take(blk::br);
         row_sum = take(blk::br);
         rescale = take(blk::br);
+        prev_max = take(blk::br);
+        tile_sum = take(blk::br);
+        score_max = take(blk::br * lanes<Arch>);
         k_panels = take(blk::bc * dim_qk);
         v_tile = take(blk::bc * dv_pad);
         total = at;
@@ -73,20 +77,26 @@ void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int6
     }
 }
 
-// S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels.
+// S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels, and
+// score_max[r][0..W) the lane-wise max of row r's computed scores (NaN left out).
 // Column c is visible to row r only if c <= r + last_col0 (causal); a (row block, panel)
 // pair entirely past that is skipped: those scores are never read.
 template <class Arch>
 void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels_at,
-                 int64_t panels, int64_t last_col0, float *s) {
+                 int64_t panels, int64_t last_col0, float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
+    using fbatch = xsimd::batch<float, Arch>;
     constexpr int nr = panel_keys<Arch>;
+    constexpr int W = lanes<Arch>;
+    const fbatch neg_inf(-std::numeric_limits<float>::infinity());
+    for (int64_t r = 0; r < rows; ++r) neg_inf.store_aligned(score_max + r * W);
     for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
         for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
             const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
             if (p * nr > r0 + rr - 1 + last_col0) continue;
             score_block_rows<Arch, blk::mr_s>(rr, qs + r0 * dim, dim, panels_at + p * nr * dim,
-                                              dim, s + r0 * blk::bc + p * nr, blk::bc);
+                                              dim, s + r0 * blk::bc + p * nr, blk::bc,
+                                              score_max + r0 * W);
         }
 }
 
@@ -200,22 +210,25 @@ void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const float 
 }
 
 // S = (scale Q) K^T for the keys j0 .. j0+cols-1: K from the packed head, or straight from
-// its rows for a few query rows, or packed now into k_buf.
+// its rows for a few query rows, or packed now into k_buf. Returns whether score_max holds
+// each row's max over the tile's whole panels (not on the direct path).
 template <class Arch>
-void tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64_t cols,
-                     float *s, float *k_buf) {
+bool tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64_t cols,
+                     float *s, float *k_buf, float *score_max) {
     constexpr int nr = panel_keys<Arch>;
     const int64_t panels = (cols + nr - 1) / nr;
     const int64_t last_col0 = t.first_row + t.causal_offset - j0;
     if (t.k_packed) {
         tile_scores<Arch>(qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk, panels,
-                          last_col0, s);
+                          last_col0, s, score_max);
     } else if (t.rows <= attention_direct_rows) {
         tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, t.k + j0 * t.k_ld, t.k_ld, cols, s);
+        return false;
     } else {
         pack_k_panels<Arch>(t.k + j0 * t.k_ld, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
-        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, last_col0, s);
+        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, last_col0, s, score_max);
     }
+    return true;
 }
 
 // qs = scale * Q tile, rows x dim_qk dense.
@@ -255,35 +268,46 @@ void attention_forward_tile(const attention_tile &t) {
     float *m = t.scratch + at.row_max;
     float *l = t.scratch + at.row_sum;
     float *rescale = t.scratch + at.rescale;
+    float *m_prev = t.scratch + at.prev_max;
+    float *tile_sum = t.scratch + at.tile_sum;
+    float *score_max = t.scratch + at.score_max;
     const int64_t dv_pad = round_up(t.dim_v, W);
+    constexpr int nr = panel_keys<Arch>;
 
     load_scaled_q<Arch>(t, qs);
     for (int64_t i = 0; i < t.rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
-    for (int64_t r = 0; r < t.rows; ++r) {
-        m[r] = neg_inf;
-        l[r] = 0.0f;
+    // all br rows, so the rescale below runs on whole vectors (rows past t.rows stay empty)
+    for (int64_t r = 0; r < blk::br; ++r) {
+        m[r] = m_prev[r] = neg_inf;
+        l[r] = tile_sum[r] = 0.0f;
     }
 
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
 
-        // S = (scale Q) K^T for this tile
-        tile_scores_for<Arch>(t, qs, j0, cols, s, t.scratch + at.k_panels);
+        // S = (scale Q) K^T for this tile, and its row maxima over whole panels
+        const bool maxima = tile_scores_for<Arch>(t, qs, j0, cols, s, t.scratch + at.k_panels,
+                                                  score_max) &&
+                            cols % nr == 0;
 
-        // online softmax: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m - m') + sum P
+        // online softmax: m' = max(m, rowmax S), P = exp(S - m'), sum P
         for (int64_t r = 0; r < t.rows; ++r) {
             float *s_row = s + r * blk::bc;
             const int64_t visible = visible_keys<Arch>(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
-            const float tile_max = mask_score_row<Arch>(s_row, visible, mask_row);
+            // every key visible and unmasked: the max from S = Q K^T stands; else (or when
+            // it is -inf: all scores -inf or NaN) a pass over the row masks it and finds it
+            float tile_max = neg_inf;
+            if (maxima && !mask_row && visible == cols)
+                tile_max = reduce_max<Arch>(fbatch::load_aligned(score_max + r * W));
+            if (tile_max == neg_inf) tile_max = mask_score_row<Arch>(s_row, visible, mask_row);
             // a NaN score (NaN in q, k or the mask) makes the row NaN: it must not be
             // mistaken for "nothing visible"
             const float m_new = tile_max > m[r] || tile_max != tile_max ? tile_max : m[r];
             int64_t c = 0;
-            if (m_new == neg_inf) {  // nothing visible yet: P = 0, O stays 0
-                rescale[r] = 1.0f;
-            } else {
-                rescale[r] = kernels::exp<Arch>(fbatch(m[r] - m_new)).get(0);
+            m_prev[r] = m[r];
+            tile_sum[r] = 0.0f;
+            if (m_new != neg_inf) {  // else nothing visible yet: P = 0, O stays 0
                 const fbatch shift(m_new);
                 fbatch sum(0.0f);
                 for (; c < visible; c += W) {
@@ -294,10 +318,21 @@ void attention_forward_tile(const attention_tile &t) {
                                                 t.dropout_threshold, t.dropout_keep);
                     p.store_aligned(s_row + c);
                 }
-                l[r] = l[r] * rescale[r] + reduce_add<Arch>(sum);
+                tile_sum[r] = reduce_add<Arch>(sum);
                 m[r] = m_new;
             }
             for (; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
+        }
+        // rescale = e^(m - m') (1 while nothing is visible), l = l rescale + sum P, for W
+        // rows at once
+        for (int64_t r0 = 0; r0 < t.rows; r0 += W) {
+            const fbatch m_new = fbatch::load_aligned(m + r0);
+            const fbatch factor =
+                xsimd::select(m_new == fbatch(neg_inf), fbatch(1.0f),
+                              kernels::exp<Arch>(fbatch::load_aligned(m_prev + r0) - m_new));
+            factor.store_aligned(rescale + r0);
+            xsimd::fma(fbatch::load_aligned(l + r0), factor, fbatch::load_aligned(tile_sum + r0))
+                .store_aligned(l + r0);
         }
 
         // O = O * rescale + P V for this tile; a dim_v chunk of V stays in L1 across row blocks
@@ -358,7 +393,8 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
     }
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
-        tile_scores_for<Arch>(t, qs, j0, cols, s, t.scratch + at.k_panels);
+        tile_scores_for<Arch>(t, qs, j0, cols, s, t.scratch + at.k_panels,
+                              t.scratch + at.score_max);
         for (int64_t r = 0; r < t.rows; ++r) {
             float *s_row = s + r * blk::bc;
             float *w_row = weights + r * weights_ld + j0;

@@ -51,10 +51,13 @@ inline xsimd::batch<float, Arch> lane_index() {
 
 // ---- micro-kernels ----------------------------------------------------------------------
 
-// s[Rows x NRV*W] = qs[Rows x dim] * panel, panel = [dim][NRV*W] (key fastest).
+// s[Rows x NRV*W] = qs[Rows x dim] * panel, panel = [dim][NRV*W] (key fastest), and
+// row_max[r][0..W) = max(row_max[r], the row's scores) lane-wise, so the softmax needs no
+// extra pass over S for the row max. x86 max keeps its second operand when either is NaN:
+// a NaN score is left out here and propagates through the softmax sum instead.
 template <class Arch, int Rows, int NRV>
 inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_t dim,
-                        float *s, int64_t lds) {
+                        float *s, int64_t lds, float *row_max) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     fbatch acc[Rows][NRV];
@@ -74,20 +77,27 @@ inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_
         }
     }
 #pragma GCC unroll 32
-    for (int r = 0; r < Rows; ++r)
+    for (int r = 0; r < Rows; ++r) {
+        fbatch m = fbatch::load_aligned(row_max + r * W);
 #pragma GCC unroll 8
-        for (int v = 0; v < NRV; ++v) acc[r][v].store_aligned(s + r * lds + v * W);
+        for (int v = 0; v < NRV; ++v) {
+            acc[r][v].store_aligned(s + r * lds + v * W);
+            m = xsimd::max(acc[r][v], m);
+        }
+        m.store_aligned(row_max + r * W);
+    }
 }
 
 template <class Arch, int Rows>
 inline void score_block_rows(int rows, const float *qs, int64_t ldq, const float *panel,
-                             int64_t dim, float *s, int64_t lds) {
+                             int64_t dim, float *s, int64_t lds, float *row_max) {
     constexpr int nrv = attention_blocking<Arch>::nr_vectors;
     if constexpr (Rows == 1) {
-        score_block<Arch, 1, nrv>(qs, ldq, panel, dim, s, lds);
+        score_block<Arch, 1, nrv>(qs, ldq, panel, dim, s, lds, row_max);
     } else {
-        if (rows == Rows) return score_block<Arch, Rows, nrv>(qs, ldq, panel, dim, s, lds);
-        score_block_rows<Arch, Rows - 1>(rows, qs, ldq, panel, dim, s, lds);
+        if (rows == Rows)
+            return score_block<Arch, Rows, nrv>(qs, ldq, panel, dim, s, lds, row_max);
+        score_block_rows<Arch, Rows - 1>(rows, qs, ldq, panel, dim, s, lds, row_max);
     }
 }
 
