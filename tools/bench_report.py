@@ -361,15 +361,18 @@ def cmd_charts(args):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        sys.exit("bench_report: charts need matplotlib (Debian: python3-matplotlib; "
-                 "run with /usr/bin/python3)")
+        # A python3 earlier on PATH (pyenv, a venv) may lack Debian's python3-matplotlib.
+        system = "/usr/bin/python3"
+        if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system):
+            os.execv(system, [system] + sys.argv)
+        sys.exit("bench_report: charts need matplotlib and numpy "
+                 "(Debian: python3-matplotlib python3-numpy)")
     import bench_charts  # beside this script
     run, bench_cmd = load_or_run(args, args.filter)
     if not run.results:
         sys.exit("bench_report: the run produced no benchmark results")
     os.makedirs(args.out, exist_ok=True)
     charts = bench_charts.write_all(run, plt, args.out)
-    charts = [c for c in charts if c]
     for c in charts:
         print("wrote " + c)
     md = args.md or os.path.join(os.path.dirname(os.path.abspath(args.out)), "performance.md")
