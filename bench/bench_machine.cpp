@@ -52,7 +52,7 @@ void fma_peak(benchmark::State &state, const machine_kernels *k, int threads) {
     for (auto _ : state) {
         run_on_threads(threads, [&](int) { benchmark::DoNotOptimize(k->fma_chains(reps)); });
     }
-    set_flops(state, double(threads) * double(reps) * 16.0 * 2.0 * k->lanes);
+    set_flops(state, double(threads) * double(reps) * k->chains * 2.0 * k->lanes);
 }
 
 struct aligned_array {
@@ -105,7 +105,8 @@ bool register_machine() {
                 exp_throughput, k, library);
         for (int threads : {1, 2}) {
             benchmark::RegisterBenchmark(
-                bench_name("machine", "fma_peak", isa_name(isa), threads, "chains16").c_str(),
+                bench_name("machine", "fma_peak", isa_name(isa), threads,
+                           "chains" + std::to_string(k->chains)).c_str(),
                 fma_peak, k, threads)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);

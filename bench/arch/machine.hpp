@@ -9,7 +9,8 @@ namespace attn_bench {
 
 struct machine_kernels {
     int lanes;                                  // floats per vector
-    float (*fma_chains)(int64_t reps);          // reps * 16 * 2 * lanes flops
+    int chains;                                 // independent FMA chains fma_chains runs
+    float (*fma_chains)(int64_t reps);          // reps * chains * 2 * lanes flops
     float (*sum_floats)(const float *x, int64_t count);  // x 64-byte aligned
     // y = exp(x) over count floats (a multiple of lanes): the library's exp and xsimd's.
     void (*exp_attn)(const float *x, float *y, int64_t count);

@@ -12,6 +12,7 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
@@ -20,12 +21,18 @@
 
 namespace attn_bench {
 
-// Runs `reps` rounds of 16 independent vector FMA chains; returns a value that depends on
-// all of them so nothing is optimised away. Flops: reps * 16 * 2 * lanes.
+// Independent FMA chains per ISA: enough to cover the FMA latency (4 cycles) on two ports,
+// few enough to stay in registers (16 vector registers below AVX-512, 32 with it; the
+// multiplier and the addend take two).
+template <class Arch>
+constexpr int fma_chain_count = std::is_base_of_v<xsimd::avx512f, Arch> ? 16 : 12;
+
+// Runs `reps` rounds of fma_chain_count independent vector FMA chains; returns a value that
+// depends on all of them so nothing is optimised away. Flops: reps * chains * 2 * lanes.
 template <class Arch>
 float fma_chains(int64_t reps) {
     using fbatch = xsimd::batch<float, Arch>;
-    constexpr int chains = 16;
+    constexpr int chains = fma_chain_count<Arch>;
     fbatch acc[chains];
     for (int c = 0; c < chains; ++c) acc[c] = fbatch(1.0f + 0.001f * float(c));
     const fbatch mul(0.999999f), add(1e-7f);
@@ -65,7 +72,7 @@ void exp_floats(const float *x, float *y, int64_t count) {
 
 template <class Arch>
 machine_kernels make_machine_kernels() {
-    return {static_cast<int>(xsimd::batch<float, Arch>::size), &fma_chains<Arch>,
+    return {static_cast<int>(xsimd::batch<float, Arch>::size), fma_chain_count<Arch>, &fma_chains<Arch>,
             &sum_floats<Arch>, &exp_floats<Arch, true>, &exp_floats<Arch, false>};
 }
 
