@@ -80,7 +80,8 @@ void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int6
 // S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels, and
 // score_max[r][0..W) the lane-wise max of row r's computed scores (NaN left out).
 // Column c is visible to row r only if c <= r + last_col0 (causal); a (row block, panel)
-// pair entirely past that is skipped: those scores are never read.
+// pair entirely past that is skipped, and on the diagonal only the key vectors the block's
+// last row sees are computed: the scores past them are never read.
 template <class Arch>
 void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels_at,
                  int64_t panels, int64_t last_col0, float *s, float *score_max) {
@@ -93,9 +94,12 @@ void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels
     for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
         for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
             const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
-            if (p * nr > r0 + rr - 1 + last_col0) continue;
-            score_block_rows<Arch, blk::mr_s>(rr, qs + r0 * dim, dim, panels_at + p * nr * dim,
-                                              dim, s + r0 * blk::bc + p * nr, blk::bc,
+            const int64_t seen = r0 + rr + last_col0 - p * nr;  // keys of the panel in view
+            if (seen <= 0) continue;
+            const int vectors = seen >= nr ? blk::nr_vectors : static_cast<int>((seen + W - 1) / W);
+            score_block_rows<Arch, blk::mr_s>(rr, vectors, qs + r0 * dim, dim,
+                                              panels_at + p * nr * dim, dim,
+                                              s + r0 * blk::bc + p * nr, blk::bc,
                                               score_max + r0 * W);
         }
 }

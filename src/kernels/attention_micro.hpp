@@ -51,7 +51,8 @@ inline xsimd::batch<float, Arch> lane_index() {
 
 // ---- micro-kernels ----------------------------------------------------------------------
 
-// s[Rows x NRV*W] = qs[Rows x dim] * panel, panel = [dim][NRV*W] (key fastest), and
+// s[Rows x NRV*W] = qs[Rows x dim] * panel, panel = [dim][nr] (key fastest) of which the
+// first NRV vectors of keys are used (fewer near the causal diagonal), and
 // row_max[r][0..W) = max(row_max[r], the row's scores) lane-wise, so the softmax needs no
 // extra pass over S for the row max. x86 max keeps its second operand when either is NaN:
 // a NaN score is left out here and propagates through the softmax sum instead.
@@ -60,6 +61,7 @@ inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_
                         float *s, int64_t lds, float *row_max) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
+    constexpr int nr = attention_blocking<Arch>::nr_vectors * W;
     fbatch acc[Rows][NRV];
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
@@ -68,7 +70,7 @@ inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_
     for (int64_t d = 0; d < dim; ++d) {
         fbatch k_vec[NRV];
 #pragma GCC unroll 8
-        for (int v = 0; v < NRV; ++v) k_vec[v] = fbatch::load_aligned(panel + d * NRV * W + v * W);
+        for (int v = 0; v < NRV; ++v) k_vec[v] = fbatch::load_aligned(panel + d * nr + v * W);
 #pragma GCC unroll 32
         for (int r = 0; r < Rows; ++r) {
             const fbatch q_val(qs[r * ldq + d]);
@@ -88,16 +90,31 @@ inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_
     }
 }
 
+template <class Arch, int Rows, int NRV>
+inline void score_block_vectors(int vectors, const float *qs, int64_t ldq, const float *panel,
+                                int64_t dim, float *s, int64_t lds, float *row_max) {
+    if constexpr (NRV == 1) {
+        score_block<Arch, Rows, 1>(qs, ldq, panel, dim, s, lds, row_max);
+    } else {
+        if (vectors == NRV)
+            return score_block<Arch, Rows, NRV>(qs, ldq, panel, dim, s, lds, row_max);
+        score_block_vectors<Arch, Rows, NRV - 1>(vectors, qs, ldq, panel, dim, s, lds, row_max);
+    }
+}
+
+// score_block for rows <= Rows and the panel's first `vectors` key vectors.
 template <class Arch, int Rows>
-inline void score_block_rows(int rows, const float *qs, int64_t ldq, const float *panel,
-                             int64_t dim, float *s, int64_t lds, float *row_max) {
+inline void score_block_rows(int rows, int vectors, const float *qs, int64_t ldq,
+                             const float *panel, int64_t dim, float *s, int64_t lds,
+                             float *row_max) {
     constexpr int nrv = attention_blocking<Arch>::nr_vectors;
     if constexpr (Rows == 1) {
-        score_block<Arch, 1, nrv>(qs, ldq, panel, dim, s, lds, row_max);
+        score_block_vectors<Arch, 1, nrv>(vectors, qs, ldq, panel, dim, s, lds, row_max);
     } else {
         if (rows == Rows)
-            return score_block<Arch, Rows, nrv>(qs, ldq, panel, dim, s, lds, row_max);
-        score_block_rows<Arch, Rows - 1>(rows, qs, ldq, panel, dim, s, lds, row_max);
+            return score_block_vectors<Arch, Rows, nrv>(vectors, qs, ldq, panel, dim, s, lds,
+                                                        row_max);
+        score_block_rows<Arch, Rows - 1>(rows, vectors, qs, ldq, panel, dim, s, lds, row_max);
     }
 }
 
