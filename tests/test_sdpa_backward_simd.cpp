@@ -133,10 +133,8 @@ struct problem {
 struct float_grads {
     std::vector<float> dq, dk, dv;
     bool operator==(const float_grads &o) const {
-        auto same = [](const std::vector<float> &a, const std::vector<float> &b) {
-            return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-        };
-        return same(dq, o.dq) && same(dk, o.dk) && same(dv, o.dv);
+        using attn_test::bitwise_equal;
+        return bitwise_equal(dq, o.dq) && bitwise_equal(dk, o.dk) && bitwise_equal(dv, o.dv);
     }
 };
 

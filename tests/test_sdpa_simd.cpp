@@ -370,13 +370,9 @@ TEST_P(SdpaSimd, BitwiseIdenticalAcrossThreadCounts) {
             ASSERT_EQ(results.back().status, ATTN_OK);
         }
         for (size_t t = 1; t < results.size(); ++t) {
-            auto same = [](const std::vector<float> &a, const std::vector<float> &b) {
-                return a.size() == b.size() &&
-                       std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-            };
-            EXPECT_TRUE(same(results[0].out, results[t].out)) << "threads " << t + 1;
-            EXPECT_TRUE(same(results[0].lse, results[t].lse)) << "threads " << t + 1;
-            EXPECT_TRUE(same(results[0].weights, results[t].weights)) << "threads " << t + 1;
+            EXPECT_TRUE(attn_test::bitwise_equal(results[0].out, results[t].out)) << "threads " << t + 1;
+            EXPECT_TRUE(attn_test::bitwise_equal(results[0].lse, results[t].lse)) << "threads " << t + 1;
+            EXPECT_TRUE(attn_test::bitwise_equal(results[0].weights, results[t].weights)) << "threads " << t + 1;
         }
     }
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -72,6 +73,12 @@ inline std::vector<float> random_tensor(size_t n, uint32_t seed, float lo = -1.0
     std::vector<float> v(n);
     for (auto &x : v) x = dist(gen);
     return v;
+}
+
+// The same bits in the same number of elements (NaN payloads included); empty equals empty.
+inline bool bitwise_equal(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() &&
+           (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // max |got - want| / (1 + |want|) over the n elements; NaN if the NaN patterns differ.
