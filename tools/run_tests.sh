@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Command 2: build attn (Release, in build/) and run the whole test suite, then build the
 # same suite with AddressSanitizer + UndefinedBehaviorSanitizer (RelWithDebInfo, in
-# build-asan/) and run it again. Exits non-zero on any failure.
+# build-asan/) and run it again, then the ThreadSanitizer stress test (tools/run_tsan.sh)
+# and 60 s of fuzzing of the C API (tools/run_fuzz.sh). Exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
