@@ -314,13 +314,24 @@ void attention_forward_tile(const attention_tile &t) {
             if (m_new != neg_inf) {  // else nothing visible yet: P = 0, O stays 0
                 const fbatch shift(m_new);
                 fbatch sum(0.0f);
-                for (; c < visible; c += W) {
-                    fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
-                    sum += p;
-                    if (t.dropout_keys)
-                        p = apply_dropout<Arch>(p, t.dropout_keys[r], j0 + c,
-                                                t.dropout_threshold, t.dropout_keep);
-                    p.store_aligned(s_row + c);
+                if (!t.dropout_keys) {
+                    for (; c < visible; c += W) {
+                        const fbatch p =
+                            kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                        sum += p;
+                        p.store_aligned(s_row + c);
+                    }
+                } else {
+                    const uint32_t key = t.dropout_keys[r];
+                    const uint32_t threshold = t.dropout_threshold;
+                    const float keep = t.dropout_keep;
+                    for (; c < visible; c += W) {
+                        const fbatch p =
+                            kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                        sum += p;
+                        apply_dropout<Arch>(p, key, j0 + c, threshold, keep)
+                            .store_aligned(s_row + c);
+                    }
                 }
                 tile_sum[r] = reduce_add<Arch>(sum);
                 m[r] = m_new;
