@@ -11,6 +11,7 @@
 namespace {
 
 using attn_test::path_test;
+using attn_test::make_desc;
 using attn_test::random_tensor;
 const float inf = std::numeric_limits<float>::infinity();
 
@@ -20,19 +21,6 @@ size_t k_size(const attn_sdpa_desc &d) {
 }
 size_t v_size(const attn_sdpa_desc &d) { return size_t(d.batch * d.heads_kv * d.len_kv * d.dim_v); }
 size_t out_size(const attn_sdpa_desc &d) { return size_t(d.batch * d.heads_q * d.len_q * d.dim_v); }
-
-// A dense BHSD descriptor with separate head counts and value width.
-attn_sdpa_desc make_desc(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t len_q,
-                         int64_t len_kv, int64_t dim_qk, int64_t dim_v) {
-    attn_sdpa_desc d;
-    attn_sdpa_desc_init(&d, batch, heads_q, len_q, len_kv, dim_qk);
-    d.heads_kv = heads_kv;
-    d.dim_v = dim_v;
-    d.k = {heads_kv * len_kv * dim_qk, len_kv * dim_qk, dim_qk};
-    d.v = {heads_kv * len_kv * dim_v, len_kv * dim_v, dim_v};
-    d.out = {heads_q * len_q * dim_v, len_q * dim_v, dim_v};
-    return d;
-}
 
 struct qkv {
     std::vector<float> q, k, v;

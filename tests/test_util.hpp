@@ -75,6 +75,20 @@ inline std::vector<float> random_tensor(size_t n, uint32_t seed, float lo = -1.0
     return v;
 }
 
+// A dense BHSD descriptor with separate head counts and value width (defaults otherwise as
+// attn_sdpa_desc_init).
+inline attn_sdpa_desc make_desc(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t len_q,
+                                int64_t len_kv, int64_t dim_qk, int64_t dim_v) {
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, batch, heads_q, len_q, len_kv, dim_qk);
+    d.heads_kv = heads_kv;
+    d.dim_v = dim_v;
+    d.k = {heads_kv * len_kv * dim_qk, len_kv * dim_qk, dim_qk};
+    d.v = {heads_kv * len_kv * dim_v, len_kv * dim_v, dim_v};
+    d.out = {heads_q * len_q * dim_v, len_q * dim_v, dim_v};
+    return d;
+}
+
 // The same bits in the same number of elements (NaN payloads included); empty equals empty.
 inline bool bitwise_equal(const std::vector<float> &a, const std::vector<float> &b) {
     return a.size() == b.size() &&
