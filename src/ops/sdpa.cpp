@@ -20,13 +20,13 @@
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
+#include "ops/sdpa_masking.hpp"
 #include "ref/dropout.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {
 namespace {
 
-constexpr int64_t no_causal = std::numeric_limits<int64_t>::max() / 4;
 // Split the keys when fewer query tiles than this exist (decode), into chunks of at least
 // min_chunk_keys keys: enough tasks for the threads, decided from the shape alone.
 constexpr int64_t split_below_tasks = 64;
@@ -59,22 +59,6 @@ struct scratch_buffer {
         data = kept->get();
     }
 };
-
-// Keys j >= this are hidden for batch b (kv_len padding), clamped to [0, len_kv].
-int64_t keys_in_batch(const attn_sdpa_desc &d, int64_t b) {
-    if (!d.kv_len) return d.len_kv;
-    const int64_t n = d.kv_len[b];
-    return n < 0 ? 0 : (n > d.len_kv ? d.len_kv : n);
-}
-
-// Key j is visible to query i iff j <= i + causal_offset.
-int64_t causal_offset(const attn_sdpa_desc &d) {
-    switch (d.causal) {
-    case ATTN_CAUSAL_TOP_LEFT: return 0;
-    case ATTN_CAUSAL_BOTTOM_RIGHT: return d.len_kv - d.len_q;
-    default: return no_causal;
-    }
-}
 
 struct sdpa_plan {
     int64_t br, bc, nr;

@@ -19,6 +19,7 @@
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
+#include "ops/sdpa_masking.hpp"
 #include "ref/dropout.hpp"
 #include "ref/ref.hpp"
 
@@ -53,10 +54,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         return;
     }
     const int64_t group = d.heads_q / d.heads_kv, len_kv = d.len_kv;
-    const int64_t no_causal = std::numeric_limits<int64_t>::max() / 4;
-    const int64_t offset = d.causal == ATTN_CAUSAL_TOP_LEFT       ? 0
-                           : d.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? d.len_kv - d.len_q
-                                                                  : no_causal;
+    const int64_t offset = causal_offset(d);
     const bool dropout = d.dropout_p > 0.0f;
     const uint32_t threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
     const float keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
@@ -86,8 +84,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         const float *v_head = v + b * d.v.batch + hk * d.v.head;
         float *dk_head = dk_all.data() + head * len_kv * d.dim_qk;
         float *dv_head = dv_all.data() + head * len_kv * d.dim_v;
-        int64_t keys_b = len_kv;
-        if (d.kv_len) keys_b = d.kv_len[b] < 0 ? 0 : (d.kv_len[b] < len_kv ? d.kv_len[b] : len_kv);
+        const int64_t keys_b = keys_in_batch(d, b);
 
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
             for (int64_t i0 = 0; i0 < d.len_q; i0 += block_rows) {
