@@ -58,6 +58,16 @@ struct scratch_layout {
 
 // ---- tile steps -------------------------------------------------------------------------
 
+// Rows this far ahead are prefetched while copying or packing K and V.
+inline constexpr int64_t pack_prefetch_rows = 8;
+
+// Asks for the cache lines of row[0 .. floats), for reading or (Write) for writing.
+template <class Arch, bool Write>
+inline void prefetch_row(const float *row, int64_t floats) {
+    for (int64_t i = 0; i < floats; i += 16) __builtin_prefetch(row + i, Write ? 1 : 0, 3);
+    if (floats > 0) __builtin_prefetch(row + floats - 1, Write ? 1 : 0, 3);
+}
+
 // Panels of nr keys, [dim][nr] each, from rows k + j * k_ld (j < keys; zero for j >= keys).
 template <class Arch>
 void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int64_t panels,
@@ -69,6 +79,9 @@ void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int6
             const int64_t j = p * nr + n;
             if (j < keys) {
                 const float *row = k + j * k_ld;
+                // K comes from far caches or memory, one row at a time: fetch rows ahead
+                if (j + pack_prefetch_rows < keys)
+                    prefetch_row<Arch, false>(row + pack_prefetch_rows * k_ld, dim);
                 for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = row[d];
             } else {
                 for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = 0.0f;
@@ -259,6 +272,24 @@ void attention_pack_k(const float *k, int64_t k_ld, int64_t keys, int64_t dim_qk
 }
 
 template <class Arch>
+void attention_pad_v(const float *v, int64_t v_ld, int64_t keys, int64_t dim_v, float *padded,
+                     int64_t padded_ld) {
+    using namespace attention_detail;
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    for (int64_t j = 0; j < keys; ++j) {
+        const float *src = v + j * v_ld;
+        float *dst = padded + j * padded_ld;
+        if (j + pack_prefetch_rows < keys)
+            prefetch_row<Arch, false>(src + pack_prefetch_rows * v_ld, dim_v);
+        int64_t c = 0;
+        for (; c + W <= dim_v; c += W) fbatch::load_unaligned(src + c).store_unaligned(dst + c);
+        for (; c < dim_v; ++c) dst[c] = src[c];
+        for (; c < padded_ld; ++c) dst[c] = 0.0f;
+    }
+}
+
+template <class Arch>
 void attention_forward_tile(const attention_tile &t) {
     using namespace attention_detail;
     using blk = attention_blocking<Arch>;
@@ -295,7 +326,13 @@ void attention_forward_tile(const attention_tile &t) {
                             cols % nr == 0;
 
         // online softmax: m' = max(m, rowmax S), P = exp(S - m'), sum P
+        const bool last_tile = j0 + blk::bc >= t.key_end;
         for (int64_t r = 0; r < t.rows; ++r) {
+            if (last_tile) {  // the output rows and the next Q rows, a row per row
+                prefetch_row<Arch, true>(t.out + r * t.out_ld, t.dim_v);
+                if (t.next_q && r < t.next_q_rows)
+                    prefetch_row<Arch, false>(t.next_q + r * t.q_ld, t.dim_qk);
+            }
             float *s_row = s + r * blk::bc;
             const int64_t visible = visible_keys<Arch>(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;

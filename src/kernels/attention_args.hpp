@@ -52,6 +52,11 @@ struct attention_tile {
     uint32_t dropout_threshold;
     float dropout_keep;
 
+    // Q rows the caller runs next (may be null): fetched into the cache while this tile
+    // finishes, as are this tile's output rows.
+    const float *next_q;
+    int64_t next_q_rows;
+
     float *scratch;         // attention_scratch_floats(dim_qk, dim_v) floats, 64-byte aligned
     float *out;             // row r at out + r * out_ld, dim_v floats
     int64_t out_ld;

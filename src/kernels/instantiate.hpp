@@ -43,6 +43,7 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.attention_nr = attention_blocking<Arch>::nr_vectors * t.vector_floats;
     t.attention_scratch_floats = &attention_scratch_floats<Arch>;
     t.attention_pack_k = &attention_pack_k<Arch>;
+    t.attention_pad_v = &attention_pad_v<Arch>;
     t.attention_forward_tile = &attention_forward_tile<Arch>;
     t.attention_weights_tile = &attention_weights_tile<Arch>;
     t.attention_merge_rows = &attention_merge_rows<Arch>;

@@ -38,6 +38,9 @@ struct kernel_table {
     int64_t (*attention_scratch_floats)(int64_t dim_qk, int64_t dim_v);
     void (*attention_pack_k)(const float *k, int64_t k_ld, int64_t keys, int64_t dim_qk,
                              int64_t panels, float *packed);
+    // V rows [keys x dim_v] at v + j * v_ld copied to padded[j * padded_ld], zero to padded_ld.
+    void (*attention_pad_v)(const float *v, int64_t v_ld, int64_t keys, int64_t dim_v,
+                            float *padded, int64_t padded_ld);
     void (*attention_forward_tile)(const struct attention_tile &tile);
     void (*attention_weights_tile)(const struct attention_tile &tile, float *weights,
                                    int64_t weights_ld, bool after_forward);

@@ -11,7 +11,6 @@
 //     inside the kernel; the chunks' (out, lse) are then merged in chunk order, the math of
 //     attn_merge_f32, and the weights, when asked for, come from the merged lse.
 // Every buffer is allocated before the first output is written.
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -191,11 +190,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
             const float *v_head = v + b * d.v.batch + hk * d.v.head;
             if (pack) {
                 kt->attention_pack_k(k_head, d.k.seq, d.len_kv, d.dim_qk, plan.panels, k_packed);
-                for (int64_t j = 0; j < d.len_kv; ++j) {
-                    float *row = v_padded + j * plan.v_ld;
-                    std::memcpy(row, v_head + j * d.v.seq, sizeof(float) * size_t(d.dim_v));
-                    std::memset(row + d.dim_v, 0, sizeof(float) * size_t(plan.v_ld - d.dim_v));
-                }
+                kt->attention_pad_v(v_head, d.v.seq, d.len_kv, d.dim_v, v_padded, plan.v_ld);
             }
             for (int64_t pair = first; pair < last; ++pair) {
                 const int64_t h = hk * plan.group + pair / plan.q_tiles;
@@ -211,6 +206,12 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                 t.out = out + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
                 t.out_ld = d.out.seq;
                 t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
+                if (pair + 1 < last) {
+                    const int64_t next_h = hk * plan.group + (pair + 1) / plan.q_tiles;
+                    const int64_t next_i0 = ((pair + 1) % plan.q_tiles) * plan.br;
+                    t.next_q = q + b * d.q.batch + next_h * d.q.head + next_i0 * d.q.seq;
+                    t.next_q_rows = d.len_q - next_i0 < plan.br ? d.len_q - next_i0 : plan.br;
+                }
                 kt->attention_forward_tile(t);
                 if (d.weights)
                     kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv, true);
