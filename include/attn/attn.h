@@ -167,6 +167,10 @@ void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads,
  * causal and kv_len masking and dropout as described in attn_sdpa_desc.
  * Grouped-query attention: heads_q % heads_kv == 0, query head h reads key/value head
  * h' = h / (heads_q / heads_kv). A fully masked row gives an output row of zeros (never NaN).
+ * A key hidden from a row by causal or kv_len masking is never read for that row; any other
+ * key contributes A * v even when its weight is 0 (mask -inf, dropped), so a NaN in its v row
+ * reaches the output (except, with split-key decoding, where a whole key chunk of the row is
+ * masked by -inf).
  * out must not overlap q, k, v, weights or lse. Without weights, memory use stays
  * O(len * dim): the len_q x len_kv matrix is never built. */
 attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d,

@@ -308,6 +308,7 @@ void attention_forward_tile(const attention_tile &t) {
     float *score_max = t.scratch + at.score_max;
     const int64_t dv_pad = round_up(t.dim_v, W);
     constexpr int nr = panel_keys<Arch>;
+    const float unit_rescale = 1.0f;
 
     load_scaled_q<Arch>(t, qs);
     for (int64_t i = 0; i < t.rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
@@ -395,16 +396,26 @@ void attention_forward_tile(const attention_tile &t) {
             const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
             for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
                 const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
-                // keys past the block's last causal limit have P = 0: not summed
-                const int64_t keys = visible_keys<Arch>(t, r0 + rr - 1, j0, cols);
-                pv_block_any<Arch, blk::mr_o>(rr, nvec, s + r0 * blk::bc, blk::bc, keys,
-                                            v_at + c0 * W, ldv, o + r0 * dv_pad + c0 * W,
-                                            dv_pad, rescale + r0);
+                // the keys every row of the block sees, for the whole block; then, near the
+                // causal diagonal, each row's few further keys alone: a key hidden from a row
+                // is never read for it (a NaN or inf in its V row cannot leak backwards)
+                const int64_t shared = visible_keys<Arch>(t, r0, j0, cols);
+                pv_block_any<Arch, blk::mr_o>(rr, nvec, s + r0 * blk::bc, blk::bc, shared,
+                                              v_at + c0 * W, ldv, o + r0 * dv_pad + c0 * W,
+                                              dv_pad, rescale + r0);
+                for (int64_t r = r0 + 1; r < r0 + rr; ++r) {
+                    const int64_t more = visible_keys<Arch>(t, r, j0, cols) - shared;
+                    if (more <= 0) continue;
+                    pv_block_vectors<Arch, 1, blk::nv>(
+                        nvec, s + r * blk::bc + shared, blk::bc, more,
+                        v_at + shared * ldv + c0 * W, ldv, o + r * dv_pad + c0 * W, dv_pad,
+                        &unit_rescale);
+                }
             }
         }
     }
 
-    // out = O / l, lse = m + log l; fully masked rows give zeros and -inf
+    // out = O / l, lse = m + log l; fully masked rows give zeros (whatever O holds) and -inf
     for (int64_t r = 0; r < t.rows; ++r) {
         float *out_row = t.out + r * t.out_ld;
         const float *o_row = o + r * dv_pad;
@@ -412,8 +423,9 @@ void attention_forward_tile(const attention_tile &t) {
         const fbatch inv(empty ? 0.0f : 1.0f / l[r]);
         int64_t c = 0;
         for (; c + W <= t.dim_v; c += W)
-            (fbatch::load_aligned(o_row + c) * inv).store_unaligned(out_row + c);
-        for (; c < t.dim_v; ++c) out_row[c] = o_row[c] * inv.get(0);
+            (empty ? fbatch(0.0f) : fbatch::load_aligned(o_row + c) * inv)
+                .store_unaligned(out_row + c);
+        for (; c < t.dim_v; ++c) out_row[c] = empty ? 0.0f : o_row[c] * inv.get(0);
         t.lse[r] = empty ? neg_inf : m[r] + __builtin_logf(l[r]);
     }
 }

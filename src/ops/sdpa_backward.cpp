@@ -134,6 +134,8 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                     // P = exp(S - lse)
                     for (int64_t j = 0; j < keys; ++j) p_row[j] -= row_lse;
                     kt->exp_array(p_row, p_row, keys);
+                    // a hidden key's dO . V (NaN if its V row is) must not reach D
+                    for (int64_t j = visible; j < keys; ++j) dp_row[j] = 0.0f;
                     // dPz = dP z, D = sum P dPz, dS = P (dPz - D), then P z for dV
                     if (dropout) {
                         const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);

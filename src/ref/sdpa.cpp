@@ -35,9 +35,11 @@ void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *
                     for (int64_t j = 0; j < d.len_kv; ++j) weights_row[j] = s[j];
                 // out_i = sum_j (A_j * z_j) v_j, z = dropout factors (all 1 without dropout).
                 sdpa_row::dropout_factors(d, b, h, i, z.data());
+                // A hidden key is never read; every other key contributes, even with weight
+                // 0 (masked by -inf, dropped): a NaN in its V row reaches the output.
                 for (int64_t j = 0; j < d.len_kv; ++j) {
+                    if (sdpa_row::key_hidden(d, b, i, j)) continue;
                     const float p = s[j] * z[j];
-                    if (p == 0.0f) continue;
                     const float *v_row = v_head + j * d.v.seq;
                     for (int64_t c = 0; c < d.dim_v; ++c) out_row[c] += p * v_row[c];
                 }

@@ -65,7 +65,7 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
                 float big_d = 0.0f;
                 for (int64_t j = 0; j < d.len_kv; ++j) {
                     dp[j] = 0.0f;
-                    if (p[j] == 0.0f) continue;  // masked key: no contribution either way
+                    if (sdpa_row::key_hidden(d, b, i, j)) continue;  // never read, as forward
                     const float *v_row = v_head + j * d.v.seq;
                     float *dv_row = dv_head + j * d.v.seq;
                     const float pd = p[j] * z[j];
@@ -79,7 +79,7 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
                 }
                 // dS_j = P_j (dP_j - D); dQ_i += scale dS_j K_j; dK_j += scale dS_j Q_i
                 for (int64_t j = 0; j < d.len_kv; ++j) {
-                    if (p[j] == 0.0f) continue;
+                    if (sdpa_row::key_hidden(d, b, i, j)) continue;
                     const float ds = d.scale * (p[j] * (dp[j] - big_d));
                     const float *k_row = k_head + j * d.k.seq;
                     float *dk_row = dk_head + j * d.k.seq;
