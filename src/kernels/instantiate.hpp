@@ -12,6 +12,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_decode.hpp"
 #include "kernels/kernels.hpp"
 // --- gemm and softmax ---
 #include "kernels/gemm.hpp"
@@ -45,6 +46,7 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.attention_pack_k = &attention_pack_k<Arch>;
     t.attention_pad_v = &attention_pad_v<Arch>;
     t.attention_forward_tile = &attention_forward_tile<Arch>;
+    t.attention_decode_tile = &attention_decode_tile<Arch>;
     t.attention_weights_tile = &attention_weights_tile<Arch>;
     t.attention_merge_rows = &attention_merge_rows<Arch>;
     return t;

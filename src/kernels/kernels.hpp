@@ -42,6 +42,9 @@ struct kernel_table {
     void (*attention_pad_v)(const float *v, int64_t v_ld, int64_t keys, int64_t dim_v,
                             float *padded, int64_t padded_ld);
     void (*attention_forward_tile)(const struct attention_tile &tile);
+    // The same for at most attention_direct_rows rows and K read in place (decoding;
+    // attention_decode.hpp), on the same scratch.
+    void (*attention_decode_tile)(const struct attention_tile &tile);
     void (*attention_weights_tile)(const struct attention_tile &tile, float *weights,
                                    int64_t weights_ld, bool after_forward);
     void (*attention_merge_rows)(int64_t parts, int64_t first, int64_t rows, int64_t dim_v,

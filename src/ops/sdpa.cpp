@@ -88,6 +88,14 @@ struct sdpa_plan {
     }
 };
 
+// A few query rows reading K in place (decoding) take the bandwidth-bound kernel.
+void run_tile(const kernels::kernel_table &kt, const kernels::attention_tile &t) {
+    if (t.rows <= kernels::attention_direct_rows && !t.k_packed)
+        kt.attention_decode_tile(t);
+    else
+        kt.attention_forward_tile(t);
+}
+
 }  // namespace
 
 void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
@@ -212,7 +220,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                     t.next_q = q + b * d.q.batch + next_h * d.q.head + next_i0 * d.q.seq;
                     t.next_q_rows = d.len_q - next_i0 < plan.br ? d.len_q - next_i0 : plan.br;
                 }
-                kt->attention_forward_tile(t);
+                run_tile(*kt, t);
                 if (d.weights)
                     kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv, true);
             }
@@ -235,7 +243,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         t.out = const_cast<float *>(part_out_at[chunk]) + row0 * d.dim_v;
         t.out_ld = d.dim_v;
         t.lse = const_cast<float *>(part_lse_at[chunk]) + row0;
-        kt->attention_forward_tile(t);
+        run_tile(*kt, t);
     });
 
     // ---- merge the key chunks in chunk order ----

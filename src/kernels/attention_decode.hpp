@@ -1,0 +1,241 @@
+// Attention for a few query rows (decoding: len_q 1..4 against a long KV cache), where the
+// time goes into reading K and V from memory, not into arithmetic. Same contract as
+// attention_forward_tile (attention_args.hpp) for t.rows <= attention_direct_rows and K read
+// in place (t.k_packed null). The keys are taken in blocks of decode_block_keys:
+//   S[r, c]  = (scale q_r) . k_{j0+c}       W keys at a time, their W sums reduced together
+//   S += mask; keys past row r's causal limit -> -inf
+//   m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P   (online softmax)
+//   P *= dropout factors
+//   O  = O e^(m - m') + P V                  row r summing only the keys it sees
+// then out = O / l and lse = m + log l. Each K row and each V row is read from memory once
+// for all the tile's rows (later rows find it in L1), with software prefetch ahead.
+//
+// Scratch: the regions of attention_forward_tile's layout are reused, so that
+// attention_weights_tile(after_forward = true) finds the scaled Q rows, m and l where it
+// expects them; the block's scores, rows x decode_block_keys, live in its scores region.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/attention.hpp"
+#include "kernels/attention_args.hpp"
+#include "kernels/attention_micro.hpp"
+#include "kernels/vec_math.hpp"
+
+namespace attn::kernels {
+
+namespace attention_decode_detail {
+
+using attention_detail::lanes;
+using attention_detail::round_up;
+
+// Keys per block: the scores of 4 rows (8 KB) stay in L1 between the passes over them.
+inline constexpr int64_t decode_block_keys = 512;
+
+// K and V rows this many keys ahead are prefetched (a few KB in flight per thread).
+inline constexpr int64_t decode_prefetch_keys = 16;
+
+template <class Arch>
+constexpr bool scores_fit() {
+    using blk = attention_blocking<Arch>;
+    return attention_direct_rows * decode_block_keys <= int64_t(blk::br) * blk::bc &&
+           decode_block_keys % 16 == 0;
+}
+
+// s[c] = q . k_{c} for c < cols, keys at k + c * k_ld, dim floats each: the dot products of
+// W keys accumulate lane-wise side by side, independent chains, each then summed across
+// its lanes. Keys past the last whole group of W, and dims past the last whole vector,
+// are summed one by one. With v non-null, the K rows decode_prefetch_keys ahead and the V
+// rows of the same keys (dim_v floats at v + c * v_ld) are prefetched, up to key
+// prefetch_end: V is needed right after this pass and comes from DRAM like K.
+template <class Arch>
+void score_row_block(const float *q, int64_t dim, const float *k, int64_t k_ld, int64_t cols,
+                     const float *v, int64_t v_ld, int64_t dim_v, int64_t prefetch_end,
+                     float *s) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const int64_t dim_vec = dim / W * W;
+    int64_t c = 0;
+    for (; c + W <= cols; c += W) {
+        const float *k0 = k + c * k_ld;
+        if (v) {  // rows ahead: they come from DRAM or L3
+            for (int64_t n = 0; n < W; ++n) {
+                const int64_t j = c + decode_prefetch_keys + n;
+                if (j >= prefetch_end) break;
+                attention_detail::prefetch_row<Arch, false>(k + j * k_ld, dim);
+                attention_detail::prefetch_row<Arch, false>(v + j * v_ld, dim_v);
+            }
+        }
+        fbatch acc[W];
+#pragma GCC unroll 16
+        for (int n = 0; n < W; ++n) acc[n] = fbatch(0.0f);
+        for (int64_t d = 0; d < dim_vec; d += W) {
+            const fbatch qv = fbatch::load_unaligned(q + d);
+#pragma GCC unroll 16
+            for (int n = 0; n < W; ++n)
+                acc[n] = xsimd::fma(qv, fbatch::load_unaligned(k0 + n * k_ld + d), acc[n]);
+        }
+        // (xsimd 8.1's haddp permutes lanes on AVX-512: one horizontal sum per key instead)
+#pragma GCC unroll 16
+        for (int n = 0; n < W; ++n) s[c + n] = reduce_add<Arch>(acc[n]);
+        if (dim_vec < dim)
+            for (int n = 0; n < W; ++n)
+                for (int64_t d = dim_vec; d < dim; ++d) s[c + n] += q[d] * k0[n * k_ld + d];
+    }
+    for (; c < cols; ++c) {
+        const float *k_row = k + c * k_ld;
+        fbatch acc(0.0f);
+        for (int64_t d = 0; d < dim_vec; d += W)
+            acc = xsimd::fma(fbatch::load_unaligned(q + d), fbatch::load_unaligned(k_row + d), acc);
+        float dot = reduce_add<Arch>(acc);
+        for (int64_t d = dim_vec; d < dim; ++d) dot += q[d] * k_row[d];
+        s[c] = dot;
+    }
+}
+
+// o[rows x dim_v] (leading dimension ldo) = o * rescale[r] + sum_{c < visible[r]} p[r][c] v_c,
+// V rows at v + c * v_ld. Row r sums exactly the keys it sees: a key hidden from it (but
+// seen by a later row) is never multiplied into it, even with weight 0, so a NaN there
+// stays out. Whole vectors of dim_v go through the register-blocked pv micro-kernel, a
+// partial last vector (unpadded V rows) column by column.
+template <class Arch>
+void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp, const float *v,
+             int64_t v_ld, int64_t dim_v, bool whole_vectors, float *o, int64_t ldo,
+             const float *rescale) {
+    using blk = attention_blocking<Arch>;
+    constexpr int W = lanes<Arch>;
+    alignas(64) static constexpr float ones[attention_direct_rows] = {1.0f, 1.0f, 1.0f, 1.0f};
+    const int64_t vectors = whole_vectors ? round_up(dim_v, W) / W : dim_v / W;
+    // segment r: keys [visible[r-1], visible[r]) for rows r .. rows-1 (visible grows with r)
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t from = r == 0 ? 0 : visible[r - 1];
+        const int64_t keys = visible[r] - from;
+        if (r > 0 && keys == 0) continue;
+        const int rr = static_cast<int>(rows - r);
+        const float *scale_rows = r == 0 ? rescale : ones;
+        for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
+            const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
+            attention_detail::pv_block_any<Arch, attention_direct_rows>(
+                rr, nvec, p + r * ldp + from, ldp, keys, v + from * v_ld + c0 * W, v_ld,
+                o + r * ldo + c0 * W, ldo, scale_rows);
+        }
+    }
+    for (int64_t x = vectors * W; x < dim_v; ++x)  // columns of a partial last vector
+        for (int64_t r = 0; r < rows; ++r) {
+            float acc = o[r * ldo + x] * rescale[r];
+            for (int64_t c = 0; c < visible[r]; ++c) acc += p[r * ldp + c] * v[c * v_ld + x];
+            o[r * ldo + x] = acc;
+        }
+}
+
+}  // namespace attention_decode_detail
+
+template <class Arch>
+void attention_decode_tile(const attention_tile &t) {
+    using namespace attention_decode_detail;
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    constexpr int64_t B = decode_block_keys;
+    static_assert(scores_fit<Arch>(), "decode scores must fit the tile's scores region");
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const attention_detail::scratch_layout<Arch> at(t.dim_qk, t.dim_v);
+    float *qs = t.scratch + at.q_tile;
+    float *s = t.scratch + at.scores;  // row r of the block's scores at s + r * B
+    float *o = t.scratch + at.o_tile;
+    float *m = t.scratch + at.row_max;
+    float *l = t.scratch + at.row_sum;
+    float *rescale = t.scratch + at.rescale;
+    const int64_t rows = t.rows;
+    const int64_t dv_pad = round_up(t.dim_v, W);
+    const bool whole_vectors = t.v_padded || t.dim_v % W == 0;
+
+    attention_detail::load_scaled_q<Arch>(t, qs);
+    for (int64_t i = 0; i < rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
+    for (int64_t r = 0; r < rows; ++r) {
+        m[r] = neg_inf;
+        l[r] = 0.0f;
+    }
+    // Keys no row sees (causal) are never read, K or V, nor prefetched.
+    const int64_t last_seen =
+        t.key_begin + attention_detail::visible_keys<Arch>(t, rows - 1, t.key_begin,
+                                                           t.key_end - t.key_begin);
+
+    for (int64_t j0 = t.key_begin; j0 < last_seen; j0 += B) {
+        const int64_t cols = last_seen - j0 < B ? last_seen - j0 : B;
+        int64_t visible[attention_direct_rows];
+        for (int64_t r = 0; r < rows; ++r)
+            visible[r] = attention_detail::visible_keys<Arch>(t, r, j0, cols);
+
+        // S = (scale Q) K^T for the block; its V rows are fetched meanwhile
+        const float *k_at = t.k + j0 * t.k_ld;
+        const float *v_at = t.v + j0 * t.v_ld;
+        for (int64_t r = 0; r < rows; ++r)
+            score_row_block<Arch>(qs + r * t.dim_qk, t.dim_qk, k_at, t.k_ld, visible[r],
+                                  r == 0 ? v_at : nullptr, t.v_ld, t.dim_v, cols, s + r * B);
+
+        // online softmax per row: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m-m') + sum P
+        for (int64_t r = 0; r < rows; ++r) {
+            float *s_row = s + r * B;
+            const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
+            const float block_max =
+                attention_detail::mask_score_row<Arch>(s_row, visible[r], mask_row);
+            // a NaN score makes the row NaN, never "nothing visible"
+            const float m_new = block_max > m[r] || block_max != block_max ? block_max : m[r];
+            float factor = 1.0f, sum_p = 0.0f;
+            if (m_new != neg_inf) {  // else P = 0 (already so: all visible scores are -inf)
+                const fbatch shift(m_new);
+                fbatch sum(0.0f);
+                if (!t.dropout_keys) {
+                    for (int64_t c = 0; c < visible[r]; c += W) {
+                        const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                        sum += p;
+                        p.store_aligned(s_row + c);
+                    }
+                } else {
+                    const uint32_t key = t.dropout_keys[r];
+                    for (int64_t c = 0; c < visible[r]; c += W) {
+                        const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                        sum += p;
+                        attention_detail::apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold,
+                                                              t.dropout_keep)
+                            .store_aligned(s_row + c);
+                    }
+                }
+                sum_p = reduce_add<Arch>(sum);
+                factor = __builtin_expf(m[r] - m_new);  // e^(-inf) = 0 for the first block
+            } else {
+                for (int64_t c = 0; c < visible[r]; c += W) fbatch(0.0f).store_aligned(s_row + c);
+            }
+            rescale[r] = factor;
+            l[r] = l[r] * factor + sum_p;
+            m[r] = m_new;
+        }
+
+        // O = O rescale + P V, every V row read once for all rows
+        attention_decode_detail::pv_rows<Arch>(rows, visible, s, B, v_at, t.v_ld, t.dim_v,
+                                               whole_vectors, o, dv_pad, rescale);
+    }
+
+    // out = O / l, lse = m + log l; a row that sees no key (or only -inf scores): zeros, -inf
+    for (int64_t r = 0; r < rows; ++r) {
+        float *out_row = t.out + r * t.out_ld;
+        const float *o_row = o + r * dv_pad;
+        if (m[r] == neg_inf) {
+            for (int64_t c = 0; c < t.dim_v; ++c) out_row[c] = 0.0f;
+            t.lse[r] = neg_inf;
+            l[r] = 0.0f;
+            continue;
+        }
+        const fbatch inv(1.0f / l[r]);
+        int64_t c = 0;
+        for (; c + W <= t.dim_v; c += W)
+            (fbatch::load_aligned(o_row + c) * inv).store_unaligned(out_row + c);
+        for (; c < t.dim_v; ++c) out_row[c] = o_row[c] * inv.get(0);
+        t.lse[r] = m[r] + __builtin_logf(l[r]);
+    }
+}
+
+}  // namespace attn::kernels

@@ -1,0 +1,335 @@
+// Decoding shapes (len_q 1..4, any len_kv) on the SIMD path, which runs them through the
+// bandwidth-bound tile kernel (attention_decode.hpp), per ISA.
+//
+// Criterion as in test_sdpa_simd.cpp, per output (out, lse, weights): with e_ref the
+// reference's own error against the double-precision oracle,
+//   max |simd - ref| / (1 + |ref|)  <=  2 * e_ref + 4e-6.
+// Results are bitwise identical for 1 and 2 threads and from one run to the next. NaN
+// semantics: a key hidden from a row (causal, kv_len) is never read for it, a visible key
+// with weight 0 (mask -inf) still multiplies its V row into the output.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace {
+
+using attn_test::random_tensor;
+const float inf = std::numeric_limits<float>::infinity();
+constexpr double floor_tolerance = 4e-6;
+
+struct decode_case {
+    int64_t batch = 2, heads_q = 2, heads_kv = 2, len_q = 1, len_kv = 1, dim_qk = 1, dim_v = 1;
+    attn_causal causal = ATTN_CAUSAL_NONE;
+    bool mask = false, kv_len = false, weights = false, lse = false;
+    float dropout = 0.0f;
+
+    std::string name() const {
+        return "Lq" + std::to_string(len_q) + "_Lk" + std::to_string(len_kv) + "_Dqk" +
+               std::to_string(dim_qk) + "_Dv" + std::to_string(dim_v) + "_H" +
+               std::to_string(heads_q) + "/" + std::to_string(heads_kv) + "_causal" +
+               std::to_string(int(causal)) + (mask ? "_mask" : "") + (kv_len ? "_kvlen" : "") +
+               (dropout > 0 ? "_dropout" : "") + (weights ? "_weights" : "") +
+               (lse ? "_lse" : "");
+    }
+};
+
+// Dense BHSD inputs of a case and its descriptor (pointers into this object).
+struct problem {
+    decode_case c;
+    attn_sdpa_desc d;
+    std::vector<float> q, k, v, mask;
+    std::vector<int32_t> kv_len;
+
+    explicit problem(const decode_case &c_) : c(c_) {
+        d = attn_test::make_desc(c.batch, c.heads_q, c.heads_kv, c.len_q, c.len_kv, c.dim_qk,
+                                 c.dim_v);
+        q = random_tensor(size_t(c.batch * c.heads_q * c.len_q * c.dim_qk), 21);
+        k = random_tensor(size_t(c.batch * c.heads_kv * c.len_kv * c.dim_qk), 22);
+        v = random_tensor(size_t(c.batch * c.heads_kv * c.len_kv * c.dim_v), 23);
+        d.causal = c.causal;
+        d.dropout_p = c.dropout;
+        d.dropout_seed = 0xdec0de;
+        if (c.mask) {  // every (b, h, i, j), a third of it -inf
+            mask = random_tensor(size_t(c.batch * c.heads_q * c.len_q * c.len_kv), 24, -2, 2);
+            for (size_t e = 0; e < mask.size(); e += 3) mask[e] = -inf;
+            d.mask = mask.data();
+            d.mask_strides = {c.heads_q * c.len_q * c.len_kv, c.len_q * c.len_kv, c.len_kv};
+        }
+        if (c.kv_len) {  // batch 0 sees a little over half the keys, the last one all
+            for (int64_t b = 0; b < c.batch; ++b)
+                kv_len.push_back(int32_t(b + 1 == c.batch ? c.len_kv : c.len_kv / 2 + 1));
+            d.kv_len = kv_len.data();
+        }
+    }
+
+    int64_t rows() const { return c.batch * c.heads_q * c.len_q; }
+};
+
+struct result {
+    std::vector<float> out, lse, weights;
+};
+
+result run(attn_context *ctx, const problem &p) {
+    result r;
+    r.out.assign(size_t(p.rows() * p.c.dim_v), NAN);
+    r.lse.assign(p.c.lse ? size_t(p.rows()) : 0, NAN);
+    r.weights.assign(p.c.weights ? size_t(p.rows() * p.c.len_kv) : 0, NAN);
+    attn_sdpa_desc d = p.d;
+    d.lse = p.c.lse ? r.lse.data() : nullptr;
+    d.weights = p.c.weights ? r.weights.data() : nullptr;
+    EXPECT_EQ(attn_sdpa_f32(ctx, &d, p.q.data(), p.k.data(), p.v.data(), r.out.data()), ATTN_OK)
+        << attn_last_error();
+    return r;
+}
+
+// Exact softmax weights A = exp(s - lse) from the oracle's lse (0 where hidden or masked).
+std::vector<double> exact_weights(const problem &p, const std::vector<double> &lse) {
+    const decode_case &c = p.c;
+    std::vector<double> w(size_t(p.rows() * c.len_kv), 0.0);
+    const int64_t group = c.heads_q / c.heads_kv;
+    for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t h = 0; h < c.heads_q; ++h)
+            for (int64_t i = 0; i < c.len_q; ++i) {
+                const int64_t row = (b * c.heads_q + h) * c.len_q + i;
+                if (lse[size_t(row)] == -INFINITY) continue;
+                for (int64_t j = 0; j < c.len_kv; ++j) {
+                    if (c.causal == ATTN_CAUSAL_TOP_LEFT && j > i) continue;
+                    if (c.causal == ATTN_CAUSAL_BOTTOM_RIGHT && j > i + c.len_kv - c.len_q)
+                        continue;
+                    if (c.kv_len && j >= p.kv_len[size_t(b)]) continue;
+                    double s = 0.0;
+                    for (int64_t e = 0; e < c.dim_qk; ++e)
+                        s += double(p.q[size_t(row * c.dim_qk + e)]) *
+                             p.k[size_t(((b * c.heads_kv + h / group) * c.len_kv + j) * c.dim_qk + e)];
+                    s *= double(p.d.scale);
+                    if (c.mask) s += p.mask[size_t(row * c.len_kv + j)];
+                    w[size_t(row * c.len_kv + j)] = std::exp(s - lse[size_t(row)]);
+                }
+            }
+    return w;
+}
+
+// len_q 1..4 x len_kv x dim, each combination with one of six option sets in turn.
+std::vector<decode_case> sweep() {
+    std::vector<decode_case> cases;
+    int variant = 0;
+    for (int64_t len_q = 1; len_q <= 4; ++len_q)
+        for (int64_t len_kv : {1, 15, 16, 17, 511, 1024, 4097})
+            for (int64_t dim : {1, 7, 64, 128, 130}) {
+                decode_case c;
+                c.len_q = len_q;
+                c.len_kv = len_kv;
+                c.dim_qk = c.dim_v = dim;
+                switch (variant++ % 6) {
+                case 0: c.lse = true; break;
+                case 1: c.mask = c.lse = true; break;
+                case 2: c.causal = ATTN_CAUSAL_TOP_LEFT; c.kv_len = c.weights = true; break;
+                case 3: c.causal = ATTN_CAUSAL_BOTTOM_RIGHT; c.dropout = 0.2f; c.lse = true; break;
+                case 4:  // grouped-query attention
+                    c.batch = 1;
+                    c.heads_q = 8;
+                    c.mask = c.lse = true;
+                    c.dropout = 0.1f;
+                    break;
+                default:
+                    c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+                    c.dim_v = dim + 5;
+                    c.mask = c.kv_len = c.weights = c.lse = true;
+                    break;
+                }
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+class SdpaDecode : public testing::TestWithParam<attn_test::path> {};
+
+TEST_P(SdpaDecode, MatchesReferenceOnSweep) {
+    auto ctx = attn_test::make_context(ATTN_IMPL_SIMD, GetParam().isa);
+    auto ref_ctx = attn_test::make_context(ATTN_IMPL_REFERENCE);
+    ASSERT_TRUE(ctx && ref_ctx);
+    for (const decode_case &c : sweep()) {
+        SCOPED_TRACE(c.name());
+        const problem p(c);
+        const result want = run(ref_ctx.get(), p);
+        const result got = run(ctx.get(), p);
+        std::vector<double> lse_exact;
+        const std::vector<double> out_exact = attn_test::sdpa_double(
+            p.d, attn_test::to_double(p.q), attn_test::to_double(p.k), attn_test::to_double(p.v),
+            &lse_exact);
+        const double err_out = attn_test::max_rel_error(want.out, out_exact);
+        EXPECT_LE(attn_test::max_rel_error(got.out.data(), want.out.data(), got.out.size()),
+                  2 * err_out + floor_tolerance);
+        if (c.lse) {
+            const double err_lse = attn_test::max_rel_error(want.lse, lse_exact);
+            EXPECT_LE(attn_test::max_rel_error(got.lse.data(), want.lse.data(), got.lse.size()),
+                      2 * err_lse + floor_tolerance);
+        }
+        if (c.weights) {
+            const double err_w = attn_test::max_rel_error(want.weights, exact_weights(p, lse_exact));
+            EXPECT_LE(attn_test::max_rel_error(got.weights.data(), want.weights.data(),
+                                               got.weights.size()),
+                      2 * err_w + floor_tolerance);
+        }
+    }
+}
+
+TEST_P(SdpaDecode, BitwiseAcrossThreadCountsAndRuns) {
+    auto one = attn_test::make_context(ATTN_IMPL_SIMD, GetParam().isa, 1);
+    auto two = attn_test::make_context(ATTN_IMPL_SIMD, GetParam().isa, 2);
+    ASSERT_TRUE(one && two);
+    std::vector<decode_case> cases;
+    for (int64_t len_q = 1; len_q <= 4; ++len_q) {
+        decode_case c;  // split into key chunks (few query tiles, long KV)
+        c.len_q = len_q;
+        c.len_kv = 4097;
+        c.dim_qk = c.dim_v = 130;
+        c.mask = c.lse = true;
+        c.dropout = 0.1f;
+        c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        cases.push_back(c);
+        c.len_kv = 700;  // not split
+        c.heads_q = 8;
+        c.weights = true;
+        cases.push_back(c);
+    }
+    for (const decode_case &c : cases) {
+        SCOPED_TRACE(c.name());
+        const problem p(c);
+        const result a = run(one.get(), p), b = run(two.get(), p), again = run(two.get(), p);
+        EXPECT_TRUE(attn_test::bitwise_equal(a.out, b.out));
+        EXPECT_TRUE(attn_test::bitwise_equal(a.lse, b.lse));
+        EXPECT_TRUE(attn_test::bitwise_equal(a.weights, b.weights));
+        EXPECT_TRUE(attn_test::bitwise_equal(b.out, again.out));
+        EXPECT_TRUE(attn_test::bitwise_equal(b.lse, again.lse));
+        EXPECT_TRUE(attn_test::bitwise_equal(b.weights, again.weights));
+        // the outputs are real numbers, not all zeros
+        double norm = 0.0;
+        for (float x : a.out) norm += double(x) * x;
+        EXPECT_GT(norm, 0.0);
+    }
+}
+
+// Row 0 of every head masked by -inf on every key, and batch 1 with kv_len 0: zeros, lse -inf.
+TEST_P(SdpaDecode, FullyMaskedRowsGiveZerosAndMinusInf) {
+    auto ctx = attn_test::make_context(ATTN_IMPL_SIMD, GetParam().isa);
+    ASSERT_TRUE(ctx);
+    for (int64_t len_kv : {17, 600, 4097}) {
+        SCOPED_TRACE(len_kv);
+        decode_case c;
+        c.len_q = 3;
+        c.len_kv = len_kv;
+        c.dim_qk = c.dim_v = 64;
+        c.mask = c.lse = c.weights = true;
+        problem p(c);
+        p.kv_len = {int32_t(len_kv), 0};
+        p.d.kv_len = p.kv_len.data();
+        for (int64_t h = 0; h < c.heads_q; ++h)
+            for (int64_t j = 0; j < len_kv; ++j) p.mask[size_t(h * c.len_q * len_kv + j)] = -inf;
+        const result r = run(ctx.get(), p);
+        for (int64_t row = 0; row < p.rows(); ++row) {
+            const bool empty = row % c.len_q == 0 || row >= c.heads_q * c.len_q;
+            if (!empty) {
+                EXPECT_TRUE(std::isfinite(r.lse[size_t(row)])) << "row " << row;
+                continue;
+            }
+            EXPECT_EQ(r.lse[size_t(row)], -inf) << "row " << row;
+            for (int64_t e = 0; e < c.dim_v; ++e)
+                EXPECT_EQ(r.out[size_t(row * c.dim_v + e)], 0.0f) << "row " << row;
+            for (int64_t j = 0; j < len_kv; ++j)
+                EXPECT_EQ(r.weights[size_t(row * len_kv + j)], 0.0f) << "row " << row;
+        }
+    }
+}
+
+bool row_all(const std::vector<float> &out, int64_t row, int64_t dim, bool (*pred)(float)) {
+    for (int64_t e = 0; e < dim; ++e)
+        if (!pred(out[size_t(row * dim + e)])) return false;
+    return true;
+}
+bool is_finite(float x) { return std::isfinite(x); }
+bool is_nan(float x) { return std::isnan(x); }
+
+// A NaN in a V row the row never sees (causal, kv_len) stays out of it; one in the V row of
+// a key it sees with weight 0 (mask -inf) reaches it.
+TEST_P(SdpaDecode, NanInValuesFollowsVisibility) {
+    auto ctx = attn_test::make_context(ATTN_IMPL_SIMD, GetParam().isa);
+    ASSERT_TRUE(ctx);
+    for (int64_t len_kv : {40, 700, 4097}) {
+        SCOPED_TRACE(len_kv);
+        // causal top-left, 4 rows: key 2 is seen by rows 2 and 3 only
+        decode_case c;
+        c.batch = 1;
+        c.heads_q = c.heads_kv = 1;
+        c.len_q = 4;
+        c.len_kv = len_kv;
+        c.dim_qk = c.dim_v = 33;
+        c.causal = ATTN_CAUSAL_TOP_LEFT;
+        problem p(c);
+        for (int64_t e = 0; e < c.dim_v; ++e) p.v[size_t(2 * c.dim_v + e)] = NAN;
+        result r = run(ctx.get(), p);
+        EXPECT_TRUE(row_all(r.out, 0, c.dim_v, is_finite));
+        EXPECT_TRUE(row_all(r.out, 1, c.dim_v, is_finite));
+        EXPECT_TRUE(row_all(r.out, 2, c.dim_v, is_nan));
+        EXPECT_TRUE(row_all(r.out, 3, c.dim_v, is_nan));
+
+        // kv_len hides the keys from len_kv / 2 + 1 on; NaN in the last V row
+        c.causal = ATTN_CAUSAL_NONE;
+        c.kv_len = true;
+        c.batch = 2;
+        problem hidden(c);
+        for (int64_t e = 0; e < c.dim_v; ++e) hidden.v[size_t((len_kv - 1) * c.dim_v + e)] = NAN;
+        r = run(ctx.get(), hidden);
+        for (int64_t row = 0; row < c.len_q; ++row)
+            EXPECT_TRUE(row_all(r.out, row, c.dim_v, is_finite)) << "row " << row;
+
+        // mask -inf on key 5 of row 1, NaN in V row 5: row 1 NaN (weight 0 times NaN)
+        c.kv_len = false;
+        c.batch = 1;
+        c.mask = true;
+        problem masked(c);
+        for (float &x : masked.mask) x = x == -inf ? 0.5f : x;
+        masked.mask[size_t(1 * len_kv + 5)] = -inf;
+        // and row 3's keys all -inf: a fully masked row stays zeros
+        for (int64_t j = 0; j < len_kv; ++j) masked.mask[size_t(3 * len_kv + j)] = -inf;
+        for (int64_t e = 0; e < c.dim_v; ++e) masked.v[size_t(5 * c.dim_v + e)] = NAN;
+        r = run(ctx.get(), masked);
+        EXPECT_TRUE(row_all(r.out, 1, c.dim_v, is_nan));
+        // rows 0 and 2 see key 5 with a finite weight: NaN as well
+        EXPECT_TRUE(row_all(r.out, 0, c.dim_v, is_nan));
+        EXPECT_TRUE(row_all(r.out, 2, c.dim_v, is_nan));
+        EXPECT_TRUE(row_all(r.out, 3, c.dim_v, [](float x) { return x == 0.0f; }));
+    }
+}
+
+// A NaN in K makes the scores of the rows that see that key NaN: out and lse NaN, never zeros.
+TEST_P(SdpaDecode, NanScoreMakesTheRowNan) {
+    auto ctx = attn_test::make_context(ATTN_IMPL_SIMD, GetParam().isa);
+    ASSERT_TRUE(ctx);
+    for (int64_t len_kv : {40, 700, 4097}) {
+        SCOPED_TRACE(len_kv);
+        decode_case c;
+        c.batch = 1;
+        c.heads_q = c.heads_kv = 1;
+        c.len_q = 2;
+        c.len_kv = len_kv;
+        c.dim_qk = c.dim_v = 64;
+        c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;  // row 0 does not see the last key
+        c.lse = true;
+        problem p(c);
+        p.k[size_t((len_kv - 1) * c.dim_qk + 3)] = NAN;
+        const result r = run(ctx.get(), p);
+        EXPECT_TRUE(row_all(r.out, 0, c.dim_v, is_finite));
+        EXPECT_TRUE(std::isfinite(r.lse[0]));
+        EXPECT_TRUE(row_all(r.out, 1, c.dim_v, is_nan));
+        EXPECT_TRUE(std::isnan(r.lse[1]));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(PerIsa, SdpaDecode, testing::ValuesIn(attn_test::simd_paths()),
+                         attn_test::path_name);
+
+}  // namespace
