@@ -4,7 +4,8 @@
 // (batch, query head) and streams the keys in tiles of bc:
 //   S  = (scale Q) K_tile^T                      register-blocked, K packed in panels of nr
 //   S += mask; hidden keys (causal, range) -> -inf
-//   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P   (online softmax)
+//   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P   (online softmax;
+//   P as 2^((S - m') log2 e), l kept lane-wise and summed across the lanes once at the end)
 //   P *= dropout factors
 //   O  = O exp(m - m') + P V_tile                V rows as whole vectors of dim_v
 // and finally out = O / l, lse = m + log l. Only the br x bc tile S is ever stored.
@@ -30,8 +31,8 @@ namespace attention_detail {
 // Where each piece of a tile lives in the scratch (offsets in floats, 64-byte multiples).
 template <class Arch>
 struct scratch_layout {
-    int64_t q_tile, scores, o_tile, row_max, row_sum, rescale, prev_max, tile_sum, score_max,
-        k_panels, v_tile, total;
+    int64_t q_tile, scores, o_tile, row_max, row_sum, rescale, prev_max, sum_lanes, tile_lanes,
+        score_max, k_panels, v_tile, total;
     scratch_layout(int64_t dim_qk, int64_t dim_v) {
         using blk = attention_blocking<Arch>;
         const int64_t dv_pad = round_up(dim_v, lanes<Arch>);
@@ -48,7 +49,8 @@ struct scratch_layout {
         row_sum = take(blk::br);
         rescale = take(blk::br);
         prev_max = take(blk::br);
-        tile_sum = take(blk::br);
+        sum_lanes = take(blk::br * lanes<Arch>);   // l of row r, lane-wise
+        tile_lanes = take(blk::br * lanes<Arch>);  // rowsum P of this key tile, lane-wise
         score_max = take(blk::br * lanes<Arch>);
         k_panels = take(blk::bc * dim_qk);
         v_tile = take(blk::bc * dv_pad);
@@ -304,7 +306,8 @@ void attention_forward_tile(const attention_tile &t) {
     float *l = t.scratch + at.row_sum;
     float *rescale = t.scratch + at.rescale;
     float *m_prev = t.scratch + at.prev_max;
-    float *tile_sum = t.scratch + at.tile_sum;
+    float *l_lanes = t.scratch + at.sum_lanes;
+    float *tile_lanes = t.scratch + at.tile_lanes;
     float *score_max = t.scratch + at.score_max;
     const int64_t dv_pad = round_up(t.dim_v, W);
     constexpr int nr = panel_keys<Arch>;
@@ -315,8 +318,9 @@ void attention_forward_tile(const attention_tile &t) {
     // all br rows, so the rescale below runs on whole vectors (rows past t.rows stay empty)
     for (int64_t r = 0; r < blk::br; ++r) {
         m[r] = m_prev[r] = neg_inf;
-        l[r] = tile_sum[r] = 0.0f;
+        fbatch(0.0f).store_aligned(l_lanes + r * W);
     }
+    const fbatch log2e(1.44269504088896341f);
 
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
@@ -348,14 +352,13 @@ void attention_forward_tile(const attention_tile &t) {
             const float m_new = tile_max > m[r] || tile_max != tile_max ? tile_max : m[r];
             int64_t c = 0;
             m_prev[r] = m[r];
-            tile_sum[r] = 0.0f;
+            fbatch sum(0.0f);
             if (m_new != neg_inf) {  // else nothing visible yet: P = 0, O stays 0
                 const fbatch shift(m_new);
-                fbatch sum(0.0f);
                 if (!t.dropout_keys) {
                     for (; c < visible; c += W) {
                         const fbatch p =
-                            kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                            kernels::exp2<Arch>((fbatch::load_aligned(s_row + c) - shift) * log2e);
                         sum += p;
                         p.store_aligned(s_row + c);
                     }
@@ -365,28 +368,30 @@ void attention_forward_tile(const attention_tile &t) {
                     const float keep = t.dropout_keep;
                     for (; c < visible; c += W) {
                         const fbatch p =
-                            kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+                            kernels::exp2<Arch>((fbatch::load_aligned(s_row + c) - shift) * log2e);
                         sum += p;
                         apply_dropout<Arch>(p, key, j0 + c, threshold, keep)
                             .store_aligned(s_row + c);
                     }
                 }
-                tile_sum[r] = reduce_add<Arch>(sum);
                 m[r] = m_new;
             }
+            sum.store_aligned(tile_lanes + r * W);
             for (; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
         }
-        // rescale = e^(m - m') (1 while nothing is visible), l = l rescale + sum P, for W
-        // rows at once
+        // rescale = e^(m - m') (1 while nothing is visible), for W rows at once; then
+        // l = l rescale + sum P, lane-wise per row
         for (int64_t r0 = 0; r0 < t.rows; r0 += W) {
             const fbatch m_new = fbatch::load_aligned(m + r0);
             const fbatch factor =
                 xsimd::select(m_new == fbatch(neg_inf), fbatch(1.0f),
                               kernels::exp<Arch>(fbatch::load_aligned(m_prev + r0) - m_new));
             factor.store_aligned(rescale + r0);
-            xsimd::fma(fbatch::load_aligned(l + r0), factor, fbatch::load_aligned(tile_sum + r0))
-                .store_aligned(l + r0);
         }
+        for (int64_t r = 0; r < t.rows; ++r)
+            xsimd::fma(fbatch::load_aligned(l_lanes + r * W), fbatch(rescale[r]),
+                       fbatch::load_aligned(tile_lanes + r * W))
+                .store_aligned(l_lanes + r * W);
 
         // O = O * rescale + P V for this tile; a dim_v chunk of V stays in L1 across row blocks
         int64_t ldv = 0;
@@ -417,6 +422,7 @@ void attention_forward_tile(const attention_tile &t) {
 
     // out = O / l, lse = m + log l; fully masked rows give zeros (whatever O holds) and -inf
     for (int64_t r = 0; r < t.rows; ++r) {
+        l[r] = reduce_add<Arch>(fbatch::load_aligned(l_lanes + r * W));
         float *out_row = t.out + r * t.out_ld;
         const float *o_row = o + r * dv_pad;
         const bool empty = l[r] == 0.0f;
