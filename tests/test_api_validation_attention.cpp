@@ -283,6 +283,22 @@ std::vector<rule_case<mha_backward_call>> mha_backward_rules() {
          {"g->dw_v = ", "overlaps g->db_v = "}},
         {"db_k inside b_o", [](c &x) { x.g.db_k = const_cast<float *>(x.d.b_o) + 2; },
          {"g->db_k = ", "overlaps desc->b_o = "}},
+        // dx_q without dx_kv claims the whole input gradient: only for one sequence.
+        {"dx_kv null, x_kv == x_q with len_kv > len_q",
+         [](c &x) { x.x_kv = x.x_q, x.dx_kv = nullptr; },
+         {"dx_kv = NULL", "desc->len_kv = 4", "desc->len_q = 3"}},
+        {"dx_kv null, x_kv == x_q with len_kv < len_q",
+         [](c &x) { x.x_kv = x.x_q, x.dx_kv = nullptr, x.d.len_kv = 2, x.d.kv_len = nullptr; },
+         {"dx_kv = NULL", "desc->len_kv = 2", "desc->len_q = 3"}},
+        {"dx_kv null, x_kv != x_q", [](c &x) { x.dx_kv = nullptr; },
+         {"dx_kv = NULL", "x_kv != x_q"}},
+        {"dx_kv null, x_kv a copy of x_q",
+         [](c &x) {
+             x.d.len_kv = x.d.len_q, x.d.kv_len = nullptr, x.dx_kv = nullptr;
+             float *copy = const_cast<float *>(x.x_kv);
+             for (int i = 0; i < 2 * 3 * 8; ++i) copy[i] = x.x_q[i];
+         },
+         {"dx_kv = NULL", "x_kv != x_q"}},
     };
     rules.insert(rules.end(), own.begin(), own.end());
     return rules;
@@ -347,6 +363,18 @@ TEST_P(ApiValidationAttention, MhaSelfAttentionArgumentsAccepted) {
               ATTN_OK)
         << attn_last_error();
     EXPECT_NE(call.dx_q[0], attn_test::kSentinel);
+}
+
+// Cross-attention with neither input gradient (weights only): nothing is lost, accepted;
+// the weight gradients are written and the two NULL outputs need no memory.
+TEST_P(ApiValidationAttention, MhaCrossAttentionWithoutInputGradientsAccepted) {
+    mha_backward_call call;
+    ASSERT_NE(call.x_kv, call.x_q);
+    EXPECT_EQ(attn_mha_backward_f32(ctx_.get(), call.desc, call.x_q, call.x_kv, call.dy, nullptr,
+                                    nullptr, &call.g),
+              ATTN_OK)
+        << attn_last_error();
+    EXPECT_NE(call.g.dw_k[0], attn_test::kSentinel);
 }
 
 INSTANTIATE_TEST_SUITE_P(Impl, ApiValidationAttention,

@@ -5,6 +5,7 @@
 // differences of that forward.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "test_util.hpp"
@@ -333,6 +334,61 @@ TEST_P(MhaValues, SelfAttentionInputGradientSplitsAndNullGradients) {
     EXPECT_LE(attn_test::max_rel_error(sum.data(), whole.data(), sum.size()), 1e-6);
     EXPECT_EQ(dw_o_only, dw_o_all);
     EXPECT_LE(attn_test::max_rel_error(whole, finite_difference(&mha_values::x_q)), 5e-5);
+}
+
+// dx_kv NULL with dx_q given means "dx_q holds the whole input gradient", true only of one
+// sequence (x_kv == x_q, len_kv == len_q). A copy of x_q passed as x_kv, or x_q read as a
+// shorter key sequence, would lose the key/value part: rejected with INVALID_ARGUMENT, no
+// output byte written. With dx_kv given, the copy's dx_q + dx_kv is the self-attention
+// gradient, and the one-sequence call with dx_kv NULL still matches finite differences.
+TEST_P(MhaValues, NullDxKvOnlyForOneSequence) {
+    setup(mha_cases()[1], 41);  // self-attention, causal, batch 1, len 4
+    ASSERT_TRUE(self);
+    const std::vector<float> copy = x_q;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> dx_q(x_q.size(), nan), dw_q(w_q.size(), nan);
+    attn_mha_grads g{};
+    g.dw_q = dw_q.data();
+    auto all_nan = [](const std::vector<float> &v) {
+        for (float x : v)
+            if (!std::isnan(x)) return false;
+        return true;
+    };
+    auto expect_rejected = [&](const float *x_kv, const char *why) -> std::string {
+        SCOPED_TRACE(why);
+        EXPECT_EQ(attn_mha_backward_f32(ctx(), &d, x_q.data(), x_kv, dy.data(), dx_q.data(),
+                                        nullptr, &g),
+                  ATTN_INVALID_ARGUMENT);
+        const std::string message = attn_last_error();
+        EXPECT_NE(message.find("attn_mha_backward_f32: dx_kv = NULL"), std::string::npos)
+            << message;
+        EXPECT_TRUE(all_nan(dx_q)) << "dx_q written";
+        EXPECT_TRUE(all_nan(dw_q)) << "g->dw_q written";
+        return message;
+    };
+    EXPECT_NE(expect_rejected(copy.data(), "x_kv a copy of x_q").find("x_kv != x_q"),
+              std::string::npos);
+    d.len_kv = 3;  // x_kv == x_q read as the first 3 of its 4 tokens
+    const std::string shorter = expect_rejected(x_q.data(), "len_kv 3, len_q 4");
+    EXPECT_NE(shorter.find("desc->len_kv = 3"), std::string::npos) << shorter;
+    EXPECT_NE(shorter.find("desc->len_q = 4"), std::string::npos) << shorter;
+    d.len_kv = 4;
+
+    const doubles whole = finite_difference(&mha_values::x_q);
+    std::vector<float> dx_kv(x_q.size(), nan);
+    ASSERT_EQ(attn_mha_backward_f32(ctx(), &d, x_q.data(), copy.data(), dy.data(), dx_q.data(),
+                                    dx_kv.data(), &g),
+              ATTN_OK)
+        << attn_last_error();
+    std::vector<float> sum(x_q.size());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = dx_q[i] + dx_kv[i];
+    EXPECT_LE(attn_test::max_rel_error(sum, whole), 5e-5);
+    ASSERT_EQ(attn_mha_backward_f32(ctx(), &d, x_q.data(), x_q.data(), dy.data(), dx_q.data(),
+                                    nullptr, &g),
+              ATTN_OK)
+        << attn_last_error();
+    EXPECT_LE(attn_test::max_rel_error(dx_q, whole), 5e-5);
+    EXPECT_LE(attn_test::max_rel_error(dw_q, finite_difference(&mha_values::w_q)), 5e-5);
 }
 
 // The source text's example as one head with identity projections (d_model = 2): Q = K =

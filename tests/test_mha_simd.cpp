@@ -30,7 +30,8 @@ struct mha_case {
 struct mha_problem {
     attn_mha_desc d;
     std::vector<float> x_q, x_kv, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, dy;
-    explicit mha_problem(const mha_case &c) {
+    bool self_attention;
+    explicit mha_problem(const mha_case &c) : self_attention(c.self_attention) {
         attn_mha_desc_init(&d, c.batch, c.len_q, c.len_kv, c.d_model, c.heads);
         d.heads_kv = c.heads_kv;
         const int64_t hd = d.head_dim, wq = c.heads * hd, wkv = c.heads_kv * hd;
@@ -61,7 +62,9 @@ struct mha_problem {
         d.dropout_seed = 9;
         dy = random_tensor(size_t(c.batch * c.len_q * c.d_model), 41);
     }
-    const float *kv() const { return x_kv.data(); }
+    // Self-attention passes x_q itself as x_kv: one sequence, so dx_q may hold the whole
+    // input gradient (a copy would be cross-attention, and dx_kv NULL is then rejected).
+    const float *kv() const { return self_attention ? x_q.data() : x_kv.data(); }
 
     // y in double: the projections, test_util's sdpa_double per head (BHSD), the output.
     doubles forward_double() const {

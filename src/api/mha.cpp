@@ -74,6 +74,24 @@ mha_inputs input_tensors(checker &chk, const attn_mha_desc &d, const float *x_q,
     return t;
 }
 
+// dx_q set and dx_kv NULL means "dx_q holds the whole input gradient", which is only true of
+// self-attention: one sequence, x_kv == x_q and len_kv == len_q. Any other such call would
+// silently lose the key/value part of the gradient, so it is rejected. (Both NULL: no input
+// gradient is wanted, nothing is lost.)
+void check_input_gradients(checker &chk, const attn_mha_desc &d, const float *x_q,
+                           const float *x_kv, const float *dx_q, const float *dx_kv) {
+    if (chk.failed() || !dx_q || dx_kv) return;
+    if (x_kv != x_q)
+        chk.fail(ATTN_INVALID_ARGUMENT,
+                 "dx_kv = NULL, must be non-null when dx_q is given and x_kv != x_q (only "
+                 "self-attention, x_kv == x_q, adds the key/value gradient into dx_q)");
+    else if (d.len_kv != d.len_q)
+        chk.fail(ATTN_INVALID_ARGUMENT,
+                 "dx_kv = NULL, must be non-null when desc->len_kv = %lld != desc->len_q = %lld "
+                 "(x_kv == x_q is self-attention only with len_kv == len_q)",
+                 (long long)d.len_kv, (long long)d.len_q);
+}
+
 attn_status mha_forward(const char *fn, attn_context *ctx, const attn_mha_desc *d,
                         const float *x_q, const float *x_kv, float *y) {
     checker chk(fn);
@@ -105,6 +123,7 @@ attn_status mha_backward(const char *fn, attn_context *ctx, const attn_mha_desc 
 
     mha_inputs t = input_tensors(chk, *d, x_q, x_kv);
     chk.not_null(dy, "dy");
+    check_input_gradients(chk, *d, x_q, x_kv, dx_q, dx_kv);
     const attn_mha_grads grads = g ? *g : attn_mha_grads{};  // g NULL: no weight gradients
     const int64_t q_width = d->heads * d->head_dim, kv_width = d->heads_kv * d->head_dim;
     tensor_ref t_dy = vector_tensor("dy", dy, d->batch * d->len_q * d->d_model);
