@@ -70,15 +70,6 @@ inline void prefetch_row(const float *row, int64_t floats) {
     if (floats > 0) __builtin_prefetch(row + floats - 1, Write ? 1 : 0, 3);
 }
 
-// Part `part` of `parts` equal slices of [base, base + floats), asked for into L2: spreads
-// the fetch of the next K panel or V rows over the work done before they are needed.
-template <class Arch>
-inline void prefetch_slice(const float *base, int64_t floats, int64_t part, int64_t parts) {
-    const int64_t slice = round_up((floats + parts - 1) / parts, 16);
-    const int64_t end = (part + 1) * slice < floats ? (part + 1) * slice : floats;
-    for (int64_t i = part * slice; i < end; i += 16) __builtin_prefetch(base + i, 0, 2);
-}
-
 // Panels of nr keys, [dim][nr] each, from rows k + j * k_ld (j < keys; zero for j >= keys).
 template <class Arch>
 void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int64_t panels,
@@ -105,24 +96,18 @@ void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int6
 // score_max[r][0..W) the lane-wise max of row r's computed scores (NaN left out).
 // Column c is visible to row r only if c <= r + last_col0 (causal); a (row block, panel)
 // pair entirely past that is skipped, and on the diagonal only the key vectors the block's
-// last row sees are computed: the scores past them are never read. The panel after each one
-// (while fewer than `buffered` panels are passed) is fetched into L2 meanwhile.
+// last row sees are computed: the scores past them are never read.
 template <class Arch>
 void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels_at,
-                 int64_t panels, int64_t buffered, int64_t last_col0, float *s,
-                 float *score_max) {
+                 int64_t panels, int64_t last_col0, float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int nr = panel_keys<Arch>;
     constexpr int W = lanes<Arch>;
     const fbatch neg_inf(-std::numeric_limits<float>::infinity());
     for (int64_t r = 0; r < rows; ++r) neg_inf.store_aligned(score_max + r * W);
-    const int64_t row_blocks = (rows + blk::mr_s - 1) / blk::mr_s;
     for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
         for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
-            if (p + 1 < buffered)
-                prefetch_slice<Arch>(panels_at + (p + 1) * nr * dim, nr * dim, r0 / blk::mr_s,
-                                     row_blocks);
             const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
             const int64_t seen = r0 + rr + last_col0 - p * nr;  // keys of the panel in view
             if (seen <= 0) continue;
@@ -253,15 +238,14 @@ bool tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64
     const int64_t panels = (cols + nr - 1) / nr;
     const int64_t last_col0 = t.first_row + t.causal_offset - j0;
     if (t.k_packed) {
-        const int64_t head_panels = (t.len_kv + nr - 1) / nr;
         tile_scores<Arch>(qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk, panels,
-                          head_panels - j0 / nr, last_col0, s, score_max);
+                          last_col0, s, score_max);
     } else if (t.rows <= attention_direct_rows) {
         tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, t.k + j0 * t.k_ld, t.k_ld, cols, s);
         return false;
     } else {
         pack_k_panels<Arch>(t.k + j0 * t.k_ld, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
-        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, panels, last_col0, s, score_max);
+        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, last_col0, s, score_max);
     }
     return true;
 }
@@ -413,20 +397,9 @@ void attention_forward_tile(const attention_tile &t) {
         int64_t ldv = 0;
         const float *v_at = v_tile_rows<Arch>(t, j0, cols, t.scratch + at.v_tile, &ldv);
         const int64_t vectors = dv_pad / W;
-        // the next tile's V rows (padded V of the head), fetched into L2 a slice per block
-        const int64_t next_keys = t.v_padded && j0 + cols < t.key_end
-                                      ? (t.key_end - j0 - cols < blk::bc ? t.key_end - j0 - cols
-                                                                         : blk::bc)
-                                      : 0;
-        const int64_t pv_blocks =
-            (vectors + blk::nv - 1) / blk::nv * ((t.rows + blk::mr_o - 1) / blk::mr_o);
-        int64_t pv_block_index = 0;
         for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
             const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
             for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
-                if (next_keys > 0)
-                    prefetch_slice<Arch>(t.v + (j0 + cols) * t.v_ld, next_keys * t.v_ld,
-                                         pv_block_index++, pv_blocks);
                 const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
                 // the keys every row of the block sees, for the whole block; then, near the
                 // causal diagonal, each row's few further keys alone: a key hidden from a row
