@@ -38,6 +38,9 @@ inline constexpr int64_t decode_block_keys = 512;
 // K and V rows this many keys ahead are prefetched (a few KB in flight per thread).
 inline constexpr int64_t decode_prefetch_keys = 16;
 
+// Keys per P V sub-block: their V rows (16 KB at dim_v 128) stay in L1 across dim_v.
+inline constexpr int64_t decode_pv_keys = 32;
+
 template <class Arch>
 constexpr bool scores_fit() {
     using blk = attention_blocking<Arch>;
@@ -45,62 +48,79 @@ constexpr bool scores_fit() {
            decode_block_keys % 16 == 0;
 }
 
-// s[c] = q . k_{c} for c < cols, keys at k + c * k_ld, dim floats each: the dot products of
-// W keys accumulate lane-wise side by side, independent chains, each then summed across
-// its lanes. Keys past the last whole group of W, and dims past the last whole vector,
-// are summed one by one. With v non-null, the K rows decode_prefetch_keys ahead and the V
-// rows of the same keys (dim_v floats at v + c * v_ld) are prefetched, up to key
-// prefetch_end: V is needed right after this pass and comes from DRAM like K.
+// One key's score: q . k_row over dim floats.
 template <class Arch>
-void score_row_block(const float *q, int64_t dim, const float *k, int64_t k_ld, int64_t cols,
-                     const float *v, int64_t v_ld, int64_t dim_v, int64_t prefetch_end,
-                     float *s) {
+inline float score_one(const float *q, const float *k_row, int64_t dim) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    fbatch acc(0.0f);
+    int64_t d = 0;
+    for (; d + W <= dim; d += W)
+        acc = xsimd::fma(fbatch::load_unaligned(q + d), fbatch::load_unaligned(k_row + d), acc);
+    float dot = reduce_add<Arch>(acc);
+    for (; d < dim; ++d) dot += q[d] * k_row[d];
+    return dot;
+}
+
+// s[c] = q . k_c for the W keys c = 0 .. W-1 at k + c * k_ld: their dot products accumulate
+// lane-wise side by side, independent chains, each then summed across its lanes (xsimd
+// 8.1's haddp permutes lanes on AVX-512). Dims past the last whole vector one by one.
+template <class Arch>
+inline void score_group(const float *q, int64_t dim, const float *k, int64_t k_ld, float *s) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     const int64_t dim_vec = dim / W * W;
-    int64_t c = 0;
-    for (; c + W <= cols; c += W) {
-        const float *k0 = k + c * k_ld;
-        if (v) {  // rows ahead: they come from DRAM or L3
-            for (int64_t n = 0; n < W; ++n) {
-                const int64_t j = c + decode_prefetch_keys + n;
-                if (j >= prefetch_end) break;
-                attention_detail::prefetch_row<Arch, false>(k + j * k_ld, dim);
-                attention_detail::prefetch_row<Arch, false>(v + j * v_ld, dim_v);
-            }
-        }
-        fbatch acc[W];
+    fbatch acc[W];
 #pragma GCC unroll 16
-        for (int n = 0; n < W; ++n) acc[n] = fbatch(0.0f);
-        for (int64_t d = 0; d < dim_vec; d += W) {
-            const fbatch qv = fbatch::load_unaligned(q + d);
+    for (int n = 0; n < W; ++n) acc[n] = fbatch(0.0f);
+    for (int64_t d = 0; d < dim_vec; d += W) {
+        const fbatch qv = fbatch::load_unaligned(q + d);
 #pragma GCC unroll 16
-            for (int n = 0; n < W; ++n)
-                acc[n] = xsimd::fma(qv, fbatch::load_unaligned(k0 + n * k_ld + d), acc[n]);
-        }
-        // (xsimd 8.1's haddp permutes lanes on AVX-512: one horizontal sum per key instead)
-#pragma GCC unroll 16
-        for (int n = 0; n < W; ++n) s[c + n] = reduce_add<Arch>(acc[n]);
-        if (dim_vec < dim)
-            for (int n = 0; n < W; ++n)
-                for (int64_t d = dim_vec; d < dim; ++d) s[c + n] += q[d] * k0[n * k_ld + d];
+        for (int n = 0; n < W; ++n)
+            acc[n] = xsimd::fma(qv, fbatch::load_unaligned(k + n * k_ld + d), acc[n]);
     }
-    for (; c < cols; ++c) {
-        const float *k_row = k + c * k_ld;
-        fbatch acc(0.0f);
-        for (int64_t d = 0; d < dim_vec; d += W)
-            acc = xsimd::fma(fbatch::load_unaligned(q + d), fbatch::load_unaligned(k_row + d), acc);
-        float dot = reduce_add<Arch>(acc);
-        for (int64_t d = dim_vec; d < dim; ++d) dot += q[d] * k_row[d];
-        s[c] = dot;
+#pragma GCC unroll 16
+    for (int n = 0; n < W; ++n) s[n] = reduce_add<Arch>(acc[n]);
+    if (dim_vec < dim)
+        for (int n = 0; n < W; ++n)
+            for (int64_t d = dim_vec; d < dim; ++d) s[n] += q[d] * k[n * k_ld + d];
+}
+
+// s[r * lds + c] = qs_r . k_c for c < visible[r] (keys at k + c * k_ld, qs rows dim apart),
+// a group of W keys at a time for all rows, so that the group's K rows come from memory
+// once and stay in L1 for the other rows. Keys a row does not see are not read for it.
+// The K and V rows decode_prefetch_keys ahead are prefetched, below key prefetch_end: V
+// (dim_v floats at v + c * v_ld) is needed right after this pass and comes from as far.
+template <class Arch>
+void score_rows(const float *qs, int64_t dim, int64_t rows, const int64_t *visible,
+                const float *k, int64_t k_ld, const float *v, int64_t v_ld, int64_t dim_v,
+                int64_t prefetch_end, float *s, int64_t lds) {
+    constexpr int W = lanes<Arch>;
+    const int64_t cols = visible[rows - 1];  // the most any row sees
+    for (int64_t c = 0; c < cols; c += W) {
+        for (int64_t j = c + decode_prefetch_keys; j < c + decode_prefetch_keys + W; ++j) {
+            if (j >= prefetch_end) break;
+            attention_detail::prefetch_row<Arch, false>(k + j * k_ld, dim);
+            attention_detail::prefetch_row<Arch, false>(v + j * v_ld, dim_v);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+            const float *q = qs + r * dim;
+            float *s_row = s + r * lds;
+            if (c + W <= visible[r])
+                score_group<Arch>(q, dim, k + c * k_ld, k_ld, s_row + c);
+            else
+                for (int64_t j = c; j < visible[r]; ++j)
+                    s_row[j] = score_one<Arch>(q, k + j * k_ld, dim);
+        }
     }
 }
 
 // o[rows x dim_v] (leading dimension ldo) = o * rescale[r] + sum_{c < visible[r]} p[r][c] v_c,
 // V rows at v + c * v_ld. Row r sums exactly the keys it sees: a key hidden from it (but
 // seen by a later row) is never multiplied into it, even with weight 0, so a NaN there
-// stays out. Whole vectors of dim_v go through the register-blocked pv micro-kernel, a
-// partial last vector (unpadded V rows) column by column.
+// stays out. Keys go in sub-blocks of decode_pv_keys whose V rows stay in L1 while the
+// register-blocked pv micro-kernel sweeps dim_v a few vectors at a time; a partial last
+// vector (unpadded V rows) goes column by column.
 template <class Arch>
 void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp, const float *v,
              int64_t v_ld, int64_t dim_v, bool whole_vectors, float *o, int64_t ldo,
@@ -109,18 +129,24 @@ void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp, 
     constexpr int W = lanes<Arch>;
     alignas(64) static constexpr float ones[attention_direct_rows] = {1.0f, 1.0f, 1.0f, 1.0f};
     const int64_t vectors = whole_vectors ? round_up(dim_v, W) / W : dim_v / W;
-    // segment r: keys [visible[r-1], visible[r]) for rows r .. rows-1 (visible grows with r)
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t from = r == 0 ? 0 : visible[r - 1];
-        const int64_t keys = visible[r] - from;
-        if (r > 0 && keys == 0) continue;
-        const int rr = static_cast<int>(rows - r);
-        const float *scale_rows = r == 0 ? rescale : ones;
-        for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
-            const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
-            attention_detail::pv_block_any<Arch, attention_direct_rows>(
-                rr, nvec, p + r * ldp + from, ldp, keys, v + from * v_ld + c0 * W, v_ld,
-                o + r * ldo + c0 * W, ldo, scale_rows);
+    for (int64_t k0 = 0; k0 == 0 || k0 < visible[rows - 1]; k0 += decode_pv_keys) {
+        // segment r: keys [visible[r-1], visible[r]) of this sub-block, rows r .. rows-1
+        // (visible grows with r); the first call of the first sub-block rescales every row
+        const int64_t k1 = k0 + decode_pv_keys;
+        for (int64_t r = 0; r < rows; ++r) {
+            int64_t from = r == 0 ? 0 : visible[r - 1], to = visible[r];
+            from = from < k0 ? k0 : from;
+            to = to > k1 ? k1 : to;
+            const bool first = k0 == 0 && r == 0;
+            if (to <= from && !first) continue;
+            const int rr = static_cast<int>(rows - r);
+            for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
+                const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
+                attention_detail::pv_block_any<Arch, attention_direct_rows>(
+                    rr, nvec, p + r * ldp + from, ldp, to > from ? to - from : 0,
+                    v + from * v_ld + c0 * W, v_ld, o + r * ldo + c0 * W, ldo,
+                    first ? rescale : ones);
+            }
         }
     }
     for (int64_t x = vectors * W; x < dim_v; ++x)  // columns of a partial last vector
@@ -172,9 +198,8 @@ void attention_decode_tile(const attention_tile &t) {
         // S = (scale Q) K^T for the block; its V rows are fetched meanwhile
         const float *k_at = t.k + j0 * t.k_ld;
         const float *v_at = t.v + j0 * t.v_ld;
-        for (int64_t r = 0; r < rows; ++r)
-            score_row_block<Arch>(qs + r * t.dim_qk, t.dim_qk, k_at, t.k_ld, visible[r],
-                                  r == 0 ? v_at : nullptr, t.v_ld, t.dim_v, cols, s + r * B);
+        score_rows<Arch>(qs, t.dim_qk, rows, visible, k_at, t.k_ld, v_at, t.v_ld, t.dim_v,
+                         last_seen - j0, s, B);
 
         // online softmax per row: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m-m') + sum P
         for (int64_t r = 0; r < rows; ++r) {
