@@ -275,6 +275,19 @@ void add_sdpa_cases(sweep_size s, std::vector<case_spec> &out) {
     fwd(o);
     o = shape(1, 8, 2, 1, 1025, 128, 128), o.layout = layout_kind::kv_cache;
     fwd(o);  // one decoding step against a long cache
+    // Decoding, 1 to 4 query rows: split into key chunks (long caches) or not, with every
+    // masking option, dropout and a head size that is not a whole number of vectors.
+    o = shape(1, 4, 4, 1, 4097, 128, 128), o.lse = true;
+    fwd(o);
+    o = shape(2, 8, 2, 2, 3000, 130, 130), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    o.mask = mask_kind::full, o.lse = true;
+    fwd(o);
+    o = shape(2, 4, 4, 3, 700, 64, 64), o.kv_len = true, o.dropout_p = 0.1f;
+    o.layout = layout_kind::bshd, o.weights = o.lse = true;
+    fwd(o);
+    o = shape(1, 8, 2, 4, 2049, 96, 80), o.layout = layout_kind::kv_cache;
+    o.causal = ATTN_CAUSAL_TOP_LEFT, o.mask = mask_kind::per_batch, o.dropout_p = 0.2f;
+    fwd(o);
     o = shape(1, 4, 4, 16, 300, 64, 64), o.layout = layout_kind::kv_cache;
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     fwd(o);
