@@ -20,7 +20,7 @@ struct attention_blocking;
 
 template <>
 struct attention_blocking<xsimd::avx512f> {  // 32 zmm: 24 accumulators + 4 K loads
-    static constexpr int mr_s = 6, nr_vectors = 4, mr_o = 6, nv = 4, br = 48, bc = 128;
+    static constexpr int mr_s = 6, nr_vectors = 4, mr_o = 6, nv = 4, br = 96, bc = 128;
 };
 template <>
 struct attention_blocking<xsimd::fma3<xsimd::avx2>> {  // 16 ymm: 12 accumulators + 2 loads
