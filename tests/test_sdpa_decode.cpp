@@ -24,6 +24,7 @@ struct decode_case {
     int64_t batch = 2, heads_q = 2, heads_kv = 2, len_q = 1, len_kv = 1, dim_qk = 1, dim_v = 1;
     attn_causal causal = ATTN_CAUSAL_NONE;
     bool mask = false, kv_len = false, weights = false, lse = false;
+    bool mask_shared_by_heads = false;  // mask [batch, 1, len_q, len_kv], head stride 0
     float dropout = 0.0f;
 
     std::string name() const {
@@ -32,7 +33,7 @@ struct decode_case {
                std::to_string(heads_q) + "/" + std::to_string(heads_kv) + "_causal" +
                std::to_string(int(causal)) + (mask ? "_mask" : "") + (kv_len ? "_kvlen" : "") +
                (dropout > 0 ? "_dropout" : "") + (weights ? "_weights" : "") +
-               (lse ? "_lse" : "");
+               (lse ? "_lse" : "") + (mask_shared_by_heads ? "_headmask" : "");
     }
 };
 
@@ -52,11 +53,13 @@ struct problem {
         d.causal = c.causal;
         d.dropout_p = c.dropout;
         d.dropout_seed = 0xdec0de;
-        if (c.mask) {  // every (b, h, i, j), a third of it -inf
-            mask = random_tensor(size_t(c.batch * c.heads_q * c.len_q * c.len_kv), 24, -2, 2);
+        if (c.mask) {  // every (b, h, i, j) or (b, i, j), a third of it -inf
+            const int64_t heads = c.mask_shared_by_heads ? 1 : c.heads_q;
+            mask = random_tensor(size_t(c.batch * heads * c.len_q * c.len_kv), 24, -2, 2);
             for (size_t e = 0; e < mask.size(); e += 3) mask[e] = -inf;
             d.mask = mask.data();
-            d.mask_strides = {c.heads_q * c.len_q * c.len_kv, c.len_q * c.len_kv, c.len_kv};
+            d.mask_strides = {heads * c.len_q * c.len_kv,
+                              c.mask_shared_by_heads ? 0 : c.len_q * c.len_kv, c.len_kv};
         }
         if (c.kv_len) {  // batch 0 sees a little over half the keys, the last one all
             for (int64_t b = 0; b < c.batch; ++b)
@@ -105,14 +108,17 @@ std::vector<double> exact_weights(const problem &p, const std::vector<double> &l
                         s += double(p.q[size_t(row * c.dim_qk + e)]) *
                              p.k[size_t(((b * c.heads_kv + h / group) * c.len_kv + j) * c.dim_qk + e)];
                     s *= double(p.d.scale);
-                    if (c.mask) s += p.mask[size_t(row * c.len_kv + j)];
+                    if (c.mask)
+                        s += p.mask[size_t(b * p.d.mask_strides.batch + h * p.d.mask_strides.head +
+                                           i * p.d.mask_strides.seq + j)];
                     w[size_t(row * c.len_kv + j)] = std::exp(s - lse[size_t(row)]);
                 }
             }
     return w;
 }
 
-// len_q 1..4 x len_kv x dim, each combination with one of six option sets in turn.
+// len_q 1..4 x len_kv x dim, each combination with one of six option sets in turn, then
+// grouped-query decoding with every option.
 std::vector<decode_case> sweep() {
     std::vector<decode_case> cases;
     int variant = 0;
@@ -142,6 +148,19 @@ std::vector<decode_case> sweep() {
                 }
                 cases.push_back(c);
             }
+    // One query, grouped KV heads: groups of 6 query heads, run as tiles of 4 and 2 heads.
+    for (attn_causal causal : {ATTN_CAUSAL_NONE, ATTN_CAUSAL_TOP_LEFT, ATTN_CAUSAL_BOTTOM_RIGHT})
+        for (int64_t len_kv : {100, 4097}) {
+            decode_case c;
+            c.heads_q = 12;
+            c.len_kv = len_kv;
+            c.dim_qk = c.dim_v = 64;
+            c.causal = causal;
+            c.mask = c.kv_len = c.weights = c.lse = true;
+            c.mask_shared_by_heads = len_kv == 100;
+            c.dropout = 0.15f;
+            cases.push_back(c);
+        }
     return cases;
 }
 

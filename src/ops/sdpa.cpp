@@ -10,7 +10,10 @@
 //   with split: a task is one (batch, head, query tile, key chunk), K packed tile by tile
 //     inside the kernel; the chunks' (out, lse) are then merged in chunk order, the math of
 //     attn_merge_f32, and the weights, when asked for, come from the merged lse.
+// Decoding a single query with grouped-query attention, the query heads of a group (up to
+// attention_direct_rows) are the rows of one tile, so each K and V row is read once for them.
 // Every buffer is allocated before the first output is written.
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -62,6 +65,9 @@ struct scratch_buffer {
 struct sdpa_plan {
     int64_t br, bc, nr;
     int64_t q_tiles, group, rows_total;
+    // Decoding one query with grouped KV heads: a tile holds head_rows query heads of one
+    // group (its rows), so K and V are read once for them; head_tiles such tiles a group.
+    int64_t head_rows, head_tiles;
     int64_t chunks, chunk_keys;  // chunks == 1: no split
     int64_t panels;              // K panels per head
     int64_t v_ld;                // padded V row: whole vectors, an odd number of cache lines
@@ -70,13 +76,15 @@ struct sdpa_plan {
         : br(kt.attention_br), bc(kt.attention_bc), nr(kt.attention_nr) {
         q_tiles = ceil_div(d.len_q, br);
         group = d.heads_q / d.heads_kv;
+        head_rows = d.len_q == 1 && group > 1 ? std::min(group, kernels::attention_direct_rows) : 1;
+        head_tiles = ceil_div(group, head_rows);
         rows_total = d.batch * d.heads_q * d.len_q;
         panels = ceil_div(d.len_kv, nr);
         // Rows an even number of 64-byte lines apart share half the L1 sets, and a
         // bc x 64-float block of V no longer fits; one extra line spreads them over all sets.
         v_ld = ceil_div(d.dim_v, kt.vector_floats) * kt.vector_floats;
         if ((v_ld / 16) % 2 == 0) v_ld = ceil_div(v_ld, 16) * 16 + 16;
-        const int64_t tiles = d.batch * d.heads_q * q_tiles;
+        const int64_t tiles = d.batch * d.heads_kv * head_tiles * q_tiles;
         chunks = 1;
         chunk_keys = ceil_div(d.len_kv, bc) * bc;
         if (tiles < split_below_tasks && d.len_kv >= 2 * min_chunk_keys) {
@@ -175,11 +183,29 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         }
         return t;
     };
+    // The tile of query tile i0 of the head_rows query heads from head_tile ht of kv head hk:
+    // with grouping, row r is query 0 of head h0 + r, and every row sees the same keys.
+    const int64_t row_ld_out = plan.head_rows > 1 ? d.out.head : d.out.seq;
+    auto make_unit_tile = [&](int64_t b, int64_t hk, int64_t ht, int64_t i0, int s) {
+        const int64_t h0 = hk * plan.group + ht * plan.head_rows;
+        kernels::attention_tile t = make_tile(b, h0, i0, s);
+        if (plan.head_rows == 1) return t;
+        t.rows = std::min(plan.head_rows, plan.group - ht * plan.head_rows);
+        t.q_ld = d.q.head;
+        t.mask_ld = d.mask_strides.head;
+        t.causal_offset = no_causal;  // key_end already holds query 0's causal limit
+        if (dropout) {
+            uint32_t *keys = row_keys.data() + s * plan.br;
+            for (int64_t r = 0; r < t.rows; ++r)
+                keys[r] = dropout::row_key(d.dropout_seed, b, h0 + r, 0);
+        }
+        return t;
+    };
 
     if (!split) {
         // Tasks: (batch, kv head) x ranges of its (query head, query tile) pairs; enough
         // ranges for the threads, few enough that packing a head stays a small cost.
-        const int64_t heads = d.batch * d.heads_kv, pairs = plan.group * plan.q_tiles;
+        const int64_t heads = d.batch * d.heads_kv, pairs = plan.head_tiles * plan.q_tiles;
         int64_t ranges = ceil_div(4 * int64_t(slots), heads);
         if (ranges > pairs) ranges = pairs;
         const int64_t per_range = ceil_div(pairs, ranges);
@@ -201,10 +227,10 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                 kt->attention_pad_v(v_head, d.v.seq, d.len_kv, d.dim_v, v_padded, plan.v_ld);
             }
             for (int64_t pair = first; pair < last; ++pair) {
-                const int64_t h = hk * plan.group + pair / plan.q_tiles;
+                const int64_t ht = pair / plan.q_tiles, h = hk * plan.group + ht * plan.head_rows;
                 const int64_t i0 = (pair % plan.q_tiles) * plan.br;
                 const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
-                kernels::attention_tile t = make_tile(b, h, i0, s);
+                kernels::attention_tile t = make_unit_tile(b, hk, ht, i0, s);
                 if (pack) {
                     t.k_packed = k_packed;
                     t.v = v_padded;
@@ -212,9 +238,9 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                     t.v_padded = true;
                 }
                 t.out = out + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
-                t.out_ld = d.out.seq;
+                t.out_ld = row_ld_out;
                 t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
-                if (pair + 1 < last) {
+                if (pair + 1 < last && plan.head_rows == 1) {
                     const int64_t next_h = hk * plan.group + (pair + 1) / plan.q_tiles;
                     const int64_t next_i0 = ((pair + 1) % plan.q_tiles) * plan.br;
                     t.next_q = q + b * d.q.batch + next_h * d.q.head + next_i0 * d.q.seq;
@@ -228,15 +254,18 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         return;
     }
 
-    // ---- split keys: the fused kernel per (batch, head, query tile, key chunk) ----
-    const int64_t tasks = d.batch * d.heads_q * plan.q_tiles * plan.chunks;
+    // ---- split keys: the fused kernel per (batch, head tile, query tile, key chunk) ----
+    const int64_t units = d.batch * d.heads_kv * plan.head_tiles;
+    const int64_t tasks = units * plan.q_tiles * plan.chunks;
     parallel_tasks(ex, tasks, [&](int64_t task) {
         const int64_t chunk = task % plan.chunks;
         const int64_t qt = (task / plan.chunks) % plan.q_tiles;
-        const int64_t bh = task / (plan.chunks * plan.q_tiles);
-        const int64_t b = bh / d.heads_q, h = bh % d.heads_q, i0 = qt * plan.br;
-        kernels::attention_tile t = make_tile(b, h, i0, slot());
-        const int64_t row0 = bh * d.len_q + i0;
+        const int64_t unit = task / (plan.chunks * plan.q_tiles);
+        const int64_t b = unit / (d.heads_kv * plan.head_tiles), ht = unit % plan.head_tiles;
+        const int64_t hk = (unit / plan.head_tiles) % d.heads_kv, i0 = qt * plan.br;
+        kernels::attention_tile t = make_unit_tile(b, hk, ht, i0, slot());
+        const int64_t h = hk * plan.group + ht * plan.head_rows;
+        const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // rows dim_v apart
         const int64_t begin = chunk * plan.chunk_keys, end = begin + plan.chunk_keys;
         t.key_begin = begin;
         if (end < t.key_end) t.key_end = end;

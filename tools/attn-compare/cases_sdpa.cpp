@@ -285,6 +285,9 @@ void add_sdpa_cases(sweep_size s, std::vector<case_spec> &out) {
     o = shape(2, 4, 4, 3, 700, 64, 64), o.kv_len = true, o.dropout_p = 0.1f;
     o.layout = layout_kind::bshd, o.weights = o.lse = true;
     fwd(o);
+    o = shape(2, 12, 2, 1, 1500, 64, 64), o.mask = mask_kind::per_batch, o.kv_len = true;
+    o.dropout_p = 0.1f, o.layout = layout_kind::bshd, o.weights = o.lse = true;
+    fwd(o);  // one query, groups of 6 heads: tiles of 4 and 2 heads, mask shared by heads
     o = shape(1, 8, 2, 4, 2049, 96, 80), o.layout = layout_kind::kv_cache;
     o.causal = ATTN_CAUSAL_TOP_LEFT, o.mask = mask_kind::per_batch, o.dropout_p = 0.2f;
     fwd(o);
