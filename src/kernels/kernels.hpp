@@ -29,6 +29,8 @@ struct kernel_table {
                               int64_t m_r, int64_t n_r);
     // y[i] = exp(x[i]) with the kernels' exp (vec_math.hpp); x == y allowed.
     void (*exp_array)(const float *x, float *y, int64_t count);
+    // y[i] = 2^x[i] with the kernels' exp2 (the fused attention's softmax); x == y allowed.
+    void (*exp2_array)(const float *x, float *y, int64_t count);
     // Row softmax (softmax.hpp) of `rows` rows, reference semantics; x == y allowed.
     void (*softmax_rows)(int64_t rows, int64_t cols, float scale, const float *x, int64_t ldx,
                          float *y, int64_t ldy);

@@ -178,21 +178,32 @@ inline xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch> &x) {
     }
 }
 
-// y[i] = exp(x[i]) for i < count; the tail is handled with a partial load/store.
-// x == y is allowed. Used by the tests to check exp on every ISA through the kernel table.
-template <class Arch>
-void exp_array(const float *x, float *y, int64_t count) {
+// y[i] = f(x[i]) for i < count, f a batch function; the tail is handled with a partial
+// load/store. x == y is allowed.
+template <class Arch, class F>
+void map_array(const float *x, float *y, int64_t count, F f) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int64_t lanes = fbatch::size;
     int64_t i = 0;
-    for (; i + lanes <= count; i += lanes)
-        exp<Arch>(fbatch::load_unaligned(x + i)).store_unaligned(y + i);
+    for (; i + lanes <= count; i += lanes) f(fbatch::load_unaligned(x + i)).store_unaligned(y + i);
     if (i < count) {
         alignas(64) float tail[lanes] = {};
         for (int64_t j = 0; j < count - i; ++j) tail[j] = x[i + j];
-        exp<Arch>(fbatch::load_aligned(tail)).store_aligned(tail);
+        f(fbatch::load_aligned(tail)).store_aligned(tail);
         for (int64_t j = 0; j < count - i; ++j) y[i + j] = tail[j];
     }
+}
+
+// y = exp(x) and y = 2^x elementwise: the backward's exp, and the tests' window on both
+// functions on every ISA through the kernel table.
+template <class Arch>
+void exp_array(const float *x, float *y, int64_t count) {
+    map_array<Arch>(x, y, count, [](const xsimd::batch<float, Arch> &v) { return exp<Arch>(v); });
+}
+
+template <class Arch>
+void exp2_array(const float *x, float *y, int64_t count) {
+    map_array<Arch>(x, y, count, [](const xsimd::batch<float, Arch> &v) { return exp2<Arch>(v); });
 }
 
 }  // namespace attn::kernels
