@@ -118,7 +118,7 @@ std::vector<double> exact_weights(const problem &p, const std::vector<double> &l
 }
 
 // len_q 1..4 x len_kv x dim, each combination with one of six option sets in turn, then
-// grouped-query decoding with every option.
+// grouped-query decoding with every option, and a short last tile of a longer query.
 std::vector<decode_case> sweep() {
     std::vector<decode_case> cases;
     int variant = 0;
@@ -161,6 +161,18 @@ std::vector<decode_case> sweep() {
             c.dropout = 0.15f;
             cases.push_back(c);
         }
+    // A last query tile of 2 rows (len_q = br + 2) in a split: rows 48 and 49 run here too.
+    for (attn_causal causal : {ATTN_CAUSAL_TOP_LEFT, ATTN_CAUSAL_BOTTOM_RIGHT}) {
+        decode_case c;
+        c.batch = 1;
+        c.len_q = 50;
+        c.len_kv = 2500;
+        c.dim_qk = c.dim_v = 64;
+        c.causal = causal;
+        c.mask = c.lse = c.weights = true;
+        c.dropout = 0.1f;
+        cases.push_back(c);
+    }
     return cases;
 }
 
