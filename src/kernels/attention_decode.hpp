@@ -2,7 +2,7 @@
 // time goes into reading K and V from memory, not into arithmetic. Same contract as
 // attention_forward_tile (attention_args.hpp) for t.rows <= attention_direct_rows and K read
 // in place (t.k_packed null). The keys are taken in blocks of decode_block_keys:
-//   S[r, c]  = (scale q_r) . k_{j0+c}       W keys at a time, their W sums reduced together
+//   S[r, c]  = (scale q_r) . k_{j0+c}       W keys at a time, W independent sums
 //   S += mask; keys past row r's causal limit -> -inf
 //   m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P   (online softmax)
 //   P *= dropout factors
@@ -41,6 +41,7 @@ inline constexpr int64_t decode_prefetch_keys = 16;
 // Keys per P V sub-block: their V rows (16 KB at dim_v 128) stay in L1 across dim_v.
 inline constexpr int64_t decode_pv_keys = 32;
 
+// The block's scores fit the scores region of the layout, each row 64-byte aligned.
 template <class Arch>
 constexpr bool scores_fit() {
     using blk = attention_blocking<Arch>;
