@@ -1,7 +1,8 @@
 // attn_softmax_f32 on the SIMD path of every ISA this CPU runs, against the reference:
 // a sweep of row lengths (1..300 with odd and prime lengths, and long rows), scales of both
 // signs, padded leading dimensions, in place; the special rows (masked entries, all masked,
-// NaN, magnitudes of 1e30); bitwise equality of results for 1, 2 and 3 threads.
+// NaN, magnitudes of 1e30, scale * x beyond float, bitwise); bitwise equality of results for
+// 1, 2 and 3 threads.
 //
 // Tolerance: max |simd - ref| / (1 + |ref|) <= 2 * e_ref + 1e-6, e_ref the same measure for
 // the reference against softmax computed in double here.
@@ -138,6 +139,57 @@ TEST_P(SoftmaxSimd, HugeScaleKeepsTheMaximumAtWeightOne) {
         ASSERT_EQ(attn_softmax_f32(ref_.get(), 9, 5, scale, x.data(), 5, y_ref.data(), 5), ATTN_OK);
         for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y_ref[i]) << "scale " << scale << " at " << i;
     }
+}
+
+// Rows where scale * x overflows float, among ordinary rows: every length 1..40 and 77,
+// scales +-10, 1 to 3 overflowing entries tied at the largest product, others overflowing
+// below it, masked entries, rows whose every product is -inf. Overflow rows take exact
+// values (1/count or 0), so the SIMD result equals the reference bitwise; in place too.
+TEST_P(SoftmaxSimd, OverflowRowsEqualReferenceBitwise) {
+    const float big = 3e38f;
+    uint32_t seed = 70;
+    for (int64_t cols = 1; cols <= 78; cols += cols < 40 ? 1 : 37)
+        for (float scale : {10.0f, -10.0f}) {
+            SCOPED_TRACE(testing::Message() << "cols=" << cols << " scale=" << scale);
+            const int64_t rows = 6;
+            const float sign = scale > 0 ? 1.0f : -1.0f;
+            auto x = random_tensor(size_t(rows * cols), ++seed, -4.0f, 4.0f);
+            auto at = [&](int64_t i, int64_t j) -> float & { return x[size_t(i * cols + j)]; };
+            // Row 0 stays ordinary. Row r = 1, 2, 3: r entries tied at sign * big, one below
+            // (also overflowing) when there is room. Row 4: every product -inf, one masked.
+            // Row 5: -inf products beside finite ones (one column: the only entry, weight 1).
+            for (int64_t r = 1; r <= 3; ++r) {
+                for (int64_t t = 0; t < r; ++t) at(r, (t * 7 + r) % cols) = sign * big;
+                if (cols > r) at(r, (r * 7 + 5) % cols) = at(r, (r * 7 + 5) % cols) == sign * big
+                                                              ? sign * big
+                                                              : sign * 2e38f;
+            }
+            for (int64_t j = 0; j < cols; ++j) at(4, j) = -sign * (big - float(j % 3) * 1e37f);
+            if (cols > 1) at(4, cols / 2) = -inf;
+            for (int64_t j = 0; j < cols; j += 3) at(5, j) = -sign * big;
+            std::vector<float> y_simd(x.size(), -1.0f), y_ref(x.size(), -2.0f), in_place = x;
+            auto run = [&](attn_context *ctx, const float *in, float *out) {
+                return attn_softmax_f32(ctx, rows, cols, scale, in, cols, out, cols);
+            };
+            ASSERT_EQ(run(simd_.get(), x.data(), y_simd.data()), ATTN_OK);
+            ASSERT_EQ(run(ref_.get(), x.data(), y_ref.data()), ATTN_OK);
+            ASSERT_EQ(run(simd_.get(), in_place.data(), in_place.data()), ATTN_OK);
+            ASSERT_TRUE(attn_test::bitwise_equal(in_place, y_simd));
+            for (int64_t i = 0; i < rows; ++i) {
+                double sum = 0.0;
+                for (int64_t j = 0; j < cols; ++j) {
+                    const size_t k = size_t(i * cols + j);
+                    sum += y_simd[k];
+                    if (i >= 1 && i <= 4) ASSERT_EQ(y_simd[k], y_ref[k]) << i << "," << j;
+                    if (i >= 1 && i <= 3 && x[k] != sign * big)
+                        ASSERT_EQ(y_simd[k], 0.0f) << i << "," << j;
+                    if (i == 5 && cols > 1 && x[k] == -sign * big) ASSERT_EQ(y_simd[k], 0.0f) << j;
+                    if (i == 0 || i == 5)
+                        ASSERT_NEAR(y_simd[k], y_ref[k], 1e-6 * (1.0 + y_ref[k])) << i << "," << j;
+                }
+                ASSERT_NEAR(sum, 1.0, 1e-5) << "row " << i;
+            }
+        }
 }
 
 TEST_P(SoftmaxSimd, BitwiseIdenticalForOneTwoThreeThreads) {

@@ -1,5 +1,6 @@
 // Values of attn_softmax_f32 (y[i,:] = softmax(scale * x[i,:])) on every path: exact
-// hand cases, huge magnitudes, -inf entries, all -inf rows, NaN rows, in place, padding.
+// hand cases, huge magnitudes, -inf entries, all -inf rows, NaN rows, in place, padding,
+// and scale * x beyond the float range.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -137,6 +138,81 @@ TEST_P(SoftmaxValues, LeadingDimensions) {
         for (int64_t j = 0; j < cols; ++j) EXPECT_NEAR(y[i * ldy + j], want[i * cols + j], 1e-6);
         for (int64_t j = cols; j < ldy; ++j) EXPECT_EQ(y[i * ldy + j], 42.0f) << "padding written";
     }
+}
+
+// ---- scale * x beyond float (docs/validation.md, "Special values") -----------------------
+// The weights are those of the exact products: the entries tied at the largest scale * x
+// share the weight (1/count each, bitwise), every other entry gets 0; an entry whose product
+// overflows to -inf is 0 like a masked one, unless every unmasked entry does; x = -inf is
+// masked whatever the sign of scale; NaN still makes the row NaN.
+struct overflow_case {
+    const char *name;
+    float scale;
+    std::vector<float> x, want;  // want: exact, or NaN for "all NaN"
+};
+
+std::vector<overflow_case> overflow_cases() {
+    const float third = 1.0f / 3.0f, big = 3e38f, nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<overflow_case> cases = {
+        {"one +inf product", 10.0f, {1.0f, big, -2.0f, 5.0f}, {0, 1, 0, 0}},
+        {"two +inf products", 10.0f, {big, 0.0f, big}, {0.5f, 0, 0.5f}},
+        {"three +inf products", 10.0f, {big, 7.0f, big, big}, {third, 0, third, third}},
+        {"the largest of unequal +inf products", 10.0f, {2e38f, big, 1e38f, big / 2}, {0, 1, 0, 0}},
+        {"negative scale", -10.0f, {-big, big, -big, 1.0f}, {0.5f, 0, 0.5f, 0}},
+        {"with masked entries", 10.0f, {-inf, big, -inf, big, 4.0f}, {0, 0.5f, 0, 0.5f, 0}},
+        {"masked whatever the sign of scale", -10.0f, {-inf, -big, 5.0f, -inf}, {0, 1, 0, 0}},
+        {"NaN wins over overflow", 10.0f, {big, nan, 1.0f}, {nan, nan, nan}},
+        {"0 * inf is NaN", 0.0f, {1.0f, inf, 2.0f}, {nan, nan, nan}},
+        {"single column, +inf product", 10.0f, {big}, {1}},
+        {"single column, -inf product", 10.0f, {-big}, {1}},
+        {"every product -inf: the largest wins", 10.0f, {-big, -2e38f, -inf}, {0, 1, 0}},
+        {"every product -inf, tied", -10.0f, {big, -inf, big}, {0.5f, 0, 0.5f}},
+        {"+inf in x", 1.0f, {inf, 1.0f, inf}, {0.5f, 0, 0.5f}},
+        {"+inf in x, negative scale", -1.0f, {inf, 1.0f, -inf}, {0, 1, 0}},
+        {"FLT_MAX without overflow", 1.0f, {3.4028235e38f, 3.4028235e38f, 0.0f}, {0.5f, 0.5f, 0}},
+    };
+    // 17 columns: products overflow in the vector body and in the tail of every ISA
+    // (4, 8 and 16 lanes), among masked and -inf-overflowing entries.
+    overflow_case wide{"17 columns", 10.0f, std::vector<float>(17), std::vector<float>(17, 0.0f)};
+    for (int j = 0; j < 17; ++j) wide.x[size_t(j)] = j % 5 == 1 ? -inf : (j % 3 ? -big : float(j));
+    for (int j : {2, 9, 16}) wide.x[size_t(j)] = big, wide.want[size_t(j)] = third;
+    cases.push_back(wide);
+    return cases;
+}
+
+void expect_overflow_row(const std::vector<float> &y, const overflow_case &c, const char *how) {
+    for (size_t j = 0; j < c.want.size(); ++j) {
+        if (std::isnan(c.want[j]))
+            EXPECT_TRUE(std::isnan(y[j])) << c.name << ", " << how << ", column " << j;
+        else
+            EXPECT_EQ(y[j], c.want[j]) << c.name << ", " << how << ", column " << j;
+    }
+}
+
+TEST_P(SoftmaxValues, OverflowingProductsShareTheWeightExactly) {
+    for (const overflow_case &c : overflow_cases()) {
+        const int64_t cols = int64_t(c.x.size());
+        expect_overflow_row(run(c.x, 1, cols, c.scale), c, "out of place");
+        std::vector<float> in_place = c.x;
+        ASSERT_EQ(attn_softmax_f32(ctx(), 1, cols, c.scale, in_place.data(), cols,
+                                   in_place.data(), cols),
+                  ATTN_OK);
+        expect_overflow_row(in_place, c, "in place");
+    }
+}
+
+// A product that overflows to -inf next to finite ones weighs 0; the finite ones are the
+// softmax of themselves, as in double. The row after it is unaffected.
+TEST_P(SoftmaxValues, NegativeOverflowIsZeroBesideFiniteProducts) {
+    const std::vector<float> x = {-3e38f, 1.0f, 2.5f, -3e38f, 0.5f,  // row 0, scale 10
+                                  0.1f,   0.2f, 0.3f, 0.4f,   0.5f};
+    const auto y = run(x, 2, 5, 10.0f);
+    std::vector<float> finite = x;
+    finite[0] = finite[3] = -inf;  // the same row with those two masked
+    const auto want = softmax_double(finite, 2, 5, 10.0);
+    EXPECT_EQ(y[0], 0.0f);
+    EXPECT_EQ(y[3], 0.0f);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, SoftmaxValues, testing::ValuesIn(attn_test::all_paths()),

@@ -1,16 +1,19 @@
 // Row softmax, templated on the xsimd Arch: y[i,:] = softmax(scale * x[i,:]) for a block of
-// rows, with the semantics of the reference (src/ref/softmax.cpp): a -inf entry is masked
-// (weight 0, whatever the sign of scale); a row with every entry masked becomes zeros; a NaN
-// anywhere in a row makes the whole row NaN; no overflow for any finite magnitude, because
-// every exponent is scale * x - max <= 0.
+// rows, with the semantics of the reference (src/ref/softmax.cpp; docs/validation.md, "Special
+// values"): a -inf entry is masked (weight 0, whatever the sign of scale); a row with every
+// entry masked becomes zeros; a NaN anywhere in scale*x makes the whole row NaN; no overflow
+// for any finite magnitude, because every exponent is scale * x - max <= 0; and when
+// scale * x overflows float, the weights are those of the exact products (overflow_row).
 //
 // Layout: row i of x starts at x + i*ldx, row i of y at y + i*ldy, `cols` floats each.
-// x == y with ldx == ldy (in place) is allowed: each element is read before it is written.
+// x == y with ldx == ldy (in place) is allowed: each element is read before it is written,
+// and x is not written before the max is known, so a row that overflows still has its x.
 //
-// Three passes per row: scale*x stored in y, and its max; then exp(y - max) in place, and
-// the sum; then y times 1/sum. (A one-pass "online" max and sum, rescaling the running sum
-// whenever the max grows, needs exp twice per element; on rows that stay in cache the exp
-// dominates, so the three-pass form is the faster one: 2.2-2.8x in our measurements.)
+// Three passes per row: s = scale*x (stored in y unless in place) and its max; then
+// exp(s - max) into y, and the sum; then y times 1/sum. (A one-pass "online" max and sum,
+// rescaling the running sum whenever the max grows, needs exp twice per element; on rows
+// that stay in cache the exp dominates, so the three-pass form is the faster one: 2.2-2.8x
+// in our measurements.)
 #pragma once
 
 #include <cstdint>
@@ -47,58 +50,115 @@ inline void fill_row(float *row, int64_t cols, float value) {
     for (int64_t j = 0; j < cols; ++j) row[j] = value;
 }
 
+// scale * x rounded to float, and kept rounded: the empty asm statement hides the product
+// from the optimiser, which would otherwise fuse it with the subtraction of the max that
+// follows into one multiply-add (GCC contracts by default in C++). The fused form uses the
+// exact product, while the max came from rounded ones, so at the maximum the exponent would
+// be the product's rounding error instead of 0; for |scale*x| ~ 1e30 that is +-1e23, and
+// exp turns the row into inf or 0 (then NaN). The statement emits no instruction.
+template <class Arch>
+inline xsimd::batch<float, Arch> rounded_product(const xsimd::batch<float, Arch> &scale,
+                                                 const xsimd::batch<float, Arch> &x) {
+    typename xsimd::batch<float, Arch>::register_type p = scale * x;
+    asm("" : "+x"(p));
+    return p;
+}
+
+// Weights of a row whose largest fl(scale * x_j) is +inf or -inf (NaN rows excluded):
+// some product overflowed float, x holds +-inf, or every entry is masked. The exact products
+// p_j = scale * x_j decide, and a product of two floats is exact in double. Two distinct x
+// give products that differ by more than 2^-24 of the smaller magnitude, which for an
+// overflowing product (|p| >= 2^128 - 2^103) is more than 2^103, so exp(p_j - max p) is
+// 0 in float for every p_j below the max: the entries tied at the max share the weight
+// equally (1/count), all others get 0. An infinite p_j ties only with equal infinities
+// (the limit where they grow together). No unmasked entry: zeros.
+template <class Arch>
+void overflow_row(int64_t cols, float scale, const float *x, float *y) {
+    const float masked = -std::numeric_limits<float>::infinity();
+    double top = -std::numeric_limits<double>::infinity();
+    int64_t ties = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+        if (x[j] == masked) continue;
+        const double p = double(scale) * double(x[j]);
+        if (p > top) {
+            top = p;
+            ties = 1;
+        } else if (p == top) {
+            ++ties;
+        }
+    }
+    const float weight = ties > 0 ? 1.0f / float(ties) : 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+        const bool tied = x[j] != masked && double(scale) * double(x[j]) == top;
+        y[j] = tied ? weight : 0.0f;  // x[j] is read before y[j] is written (in place)
+    }
+}
+
 }  // namespace softmax_detail
 
-// softmax of one row (see the header comment).
-template <class Arch>
+// softmax of one row (see the header comment). InPlace: x == y.
+template <class Arch, bool InPlace>
 void softmax_row(int64_t cols, float scale, const float *x, float *y) {
     using fbatch = xsimd::batch<float, Arch>;
     using namespace softmax_detail;
     constexpr int64_t W = fbatch::size;
-    const float neg_inf = -std::numeric_limits<float>::infinity();
-    const fbatch neg_inf_v(neg_inf), scale_v(scale);
+    const float inf = std::numeric_limits<float>::infinity();
+    const fbatch neg_inf_v(-inf), scale_v(scale);
     const int64_t full = cols - cols % W;
 
-    // Pass 1: s_j = scale*x_j (-inf when masked), rounded and stored in y; m = max_j s_j;
-    // NaN anywhere is remembered. Pass 2 then reads s_j back rather than recomputing
-    // scale*x_j - m: the compiler may fuse that into one multiply-add (GCC contracts by
-    // default in C++), whose exact product differs from the rounded one that gave m, so
-    // the maximum's exponent would be a rounding error of scale*x instead of 0; for
-    // |scale*x| ~ 1e30 that is +-1e23, and exp turns the row into inf or 0 (then NaN).
-    fbatch max_v(neg_inf);
-    xsimd::batch_bool<float, Arch> has_nan(false);
+    // s_j = fl(scale*x_j), -inf when x_j is masked. (No multiply-add can absorb this
+    // product: only the select reads it.)
     auto scaled = [&](const fbatch &xv) {
-        // xsimd::isnan, not xv != xv: xsimd 8.1 compiles != to an ordered compare on AVX and
+        return xsimd::select(xv == neg_inf_v, neg_inf_v, scale_v * xv);
+    };
+
+    // Pass 1: m = max_j s_j; NaN in any s_j (a NaN x, or 0 * inf) is remembered. Out of
+    // place, s_j is also stored in y for pass 2, and x stays intact for overflow_row. In
+    // place, x is only read (a row that turns out to overflow needs it) and pass 2
+    // recomputes s_j from x instead.
+    fbatch max_v(-inf);
+    xsimd::batch_bool<float, Arch> has_nan(false);
+    auto max_step = [&](const fbatch &sv) {
+        // xsimd::isnan, not sv != sv: xsimd 8.1 compiles != to an ordered compare on AVX and
         // AVX-512, which is false for NaN.
-        has_nan = has_nan | xsimd::isnan(xv);
-        const fbatch sv = xsimd::select(xv == neg_inf_v, neg_inf_v, scale_v * xv);
+        has_nan = has_nan | xsimd::isnan(sv);
         max_v = xsimd::max(max_v, sv);
-        return sv;
     };
     int64_t j = 0;
-    for (; j < full; j += W) scaled(fbatch::load_unaligned(x + j)).store_unaligned(y + j);
-    if (j < cols) store_tail<Arch>(scaled(load_tail<Arch>(x, j, cols)), y, j, cols);
+    for (; j < full; j += W) {
+        const fbatch sv = scaled(fbatch::load_unaligned(x + j));
+        max_step(sv);
+        if constexpr (!InPlace) sv.store_unaligned(y + j);
+    }
+    if (j < cols) {
+        const fbatch sv = scaled(load_tail<Arch>(x, j, cols));
+        max_step(sv);
+        if constexpr (!InPlace) store_tail<Arch>(sv, y, j, cols);
+    }
     if (xsimd::any(has_nan)) {
         fill_row<Arch>(y, cols, std::numeric_limits<float>::quiet_NaN());
         return;
     }
     const float m = reduce_max(max_v);
-    if (m == neg_inf) {  // every entry masked
-        fill_row<Arch>(y, cols, 0.0f);
+    if (m == inf || m == -inf) {  // overflow, +-inf in x, or every entry masked
+        overflow_row<Arch>(cols, scale, x, y);
         return;
     }
 
-    // Pass 2: e_j = exp(s_j - m) (0 when masked), in place in y; sum_j e_j.
+    // Pass 2: e_j = exp(s_j - m) (0 when masked), into y; sum_j e_j. s_j is the same
+    // rounded product that gave m, so the exponent at the maximum is exactly 0.
     const fbatch m_v(m);
     fbatch sum_v(0.0f);
-    auto exp_step = [&](const fbatch &sv) {
-        const fbatch e = xsimd::select(sv == neg_inf_v, fbatch(0.0f), exp<Arch>(sv - m_v));
+    const float *src = InPlace ? x : y;  // x, or s as pass 1 stored it: -inf when masked
+    auto exp_step = [&](const fbatch &v) {
+        const fbatch sv = InPlace ? rounded_product(scale_v, v) : v;
+        const fbatch e = xsimd::select(v == neg_inf_v, fbatch(0.0f), exp<Arch>(sv - m_v));
         sum_v += e;
         return e;
     };
-    for (j = 0; j < full; j += W) exp_step(fbatch::load_unaligned(y + j)).store_unaligned(y + j);
+    for (j = 0; j < full; j += W) exp_step(fbatch::load_unaligned(src + j)).store_unaligned(y + j);
     if (j < cols) {
-        const fbatch e = exp_step(load_tail<Arch>(y, j, cols));  // tail lanes are -inf: e = 0
+        const fbatch e = exp_step(load_tail<Arch>(src, j, cols));  // tail lanes -inf: e = 0
         store_tail<Arch>(e, y, j, cols);
     }
 
@@ -112,7 +172,14 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
 template <class Arch>
 void softmax_rows(int64_t rows, int64_t cols, float scale, const float *x, int64_t ldx, float *y,
                   int64_t ldy) {
-    for (int64_t i = 0; i < rows; ++i) softmax_row<Arch>(cols, scale, x + i * ldx, y + i * ldy);
+    // The API allows x and y to overlap only as x == y with ldx == ldy.
+    if (x == y) {
+        for (int64_t i = 0; i < rows; ++i)
+            softmax_row<Arch, true>(cols, scale, x + i * ldx, y + i * ldx);
+    } else {
+        for (int64_t i = 0; i < rows; ++i)
+            softmax_row<Arch, false>(cols, scale, x + i * ldx, y + i * ldy);
+    }
 }
 
 }  // namespace attn::kernels
