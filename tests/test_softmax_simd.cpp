@@ -138,6 +138,11 @@ TEST_P(SoftmaxSimd, HugeScaleKeepsTheMaximumAtWeightOne) {
         ASSERT_EQ(attn_softmax_f32(simd_.get(), 9, 5, scale, x.data(), 5, y.data(), 5), ATTN_OK);
         ASSERT_EQ(attn_softmax_f32(ref_.get(), 9, 5, scale, x.data(), 5, y_ref.data(), 5), ATTN_OK);
         for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y_ref[i]) << "scale " << scale << " at " << i;
+        // In place, pass 2 recomputes scale*x from x: it must round it as pass 1 did.
+        std::vector<float> in_place = x;
+        ASSERT_EQ(attn_softmax_f32(simd_.get(), 9, 5, scale, in_place.data(), 5, in_place.data(), 5),
+                  ATTN_OK);
+        ASSERT_TRUE(attn_test::bitwise_equal(in_place, y)) << "in place, scale " << scale;
     }
 }
 
