@@ -226,6 +226,13 @@ std::vector<sdpa_case> sweep() {
         c.weights = c.lse = true;
         c.dropout = 0.1f;
         cases.push_back(c);
+        // few heads, whole query tiles, split keys: K packed once per head, shared by tiles
+        c = {"prefill_split_packed_k", 1, 2, 1, 200, 1500, 72, 40, ATTN_CAUSAL_BOTTOM_RIGHT};
+        c.mask = mask_kind::full;
+        c.kv_len = {1300};
+        c.weights = c.lse = true;
+        c.dropout = 0.1f;
+        cases.push_back(c);
     }
     return cases;
 }
@@ -357,6 +364,9 @@ TEST_P(SdpaSimd, BitwiseIdenticalAcrossThreadCounts) {
     cases.push_back(c);
     c = {"decode_gqa_kv_len", 2, 4, 1, 2, 3000, 64, 64};
     c.kv_len = {2999, 1234};
+    c.lse = true;
+    cases.push_back(c);
+    c = {"prefill_split_packed_k", 1, 3, 3, 150, 2100, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT};
     c.lse = true;
     cases.push_back(c);
     for (const sdpa_case &sc : cases) {

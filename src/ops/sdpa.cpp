@@ -7,8 +7,9 @@
 //   without split: a task takes one (batch, kv head) and a range of its (query head, query
 //     tile) pairs; it packs that head's K into panels and pads V rows once, in its own slot
 //     of scratch, then runs the fused tile kernel on each pair (and writes the weights);
-//   with split: a task is one (batch, head, query tile, key chunk), K packed tile by tile
-//     inside the kernel; the chunks' (out, lse) are then merged in chunk order, the math of
+//   with split: a task is one (batch, head, query tile, key chunk), K packed once per head
+//     beforehand (up to 64 MiB; beyond, tile by tile inside the kernel; read in place by a
+//     few query rows); the chunks' (out, lse) are then merged in chunk order, the math of
 //     attn_merge_f32, and the weights, when asked for, come from the merged lse.
 // Decoding a single query with grouped-query attention, the query heads of a group (up to
 // attention_direct_rows) are the rows of one tile, so each K and V row is read once for them.
@@ -33,6 +34,8 @@ namespace {
 // min_chunk_keys keys: enough tasks for the threads, decided from the shape alone.
 constexpr int64_t split_below_tasks = 64;
 constexpr int64_t min_chunk_keys = 512;
+// Largest copy of K (floats, all heads) packed up front for split keys: 64 MiB.
+constexpr int64_t max_packed_heads_floats = int64_t(16) << 20;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -129,6 +132,14 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
     const scratch_buffer scratch(size_t((slot_floats + head_k + head_v) * slots));
     float *tile_scratch = scratch.data;
     float *packed = tile_scratch + slot_floats * slots;
+    // Split keys with whole query tiles: every head's K packed once, shared by all its tiles
+    // (rather than each tile packing its chunk again), when that copy of K is not too big.
+    const int64_t packed_head_floats = plan.panels * plan.nr * d.dim_qk;
+    std::unique_ptr<aligned_floats> packed_heads;
+    if (split && plan.head_rows == 1 && d.len_q > kernels::attention_direct_rows &&
+        d.batch * d.heads_kv * packed_head_floats <= max_packed_heads_floats)
+        packed_heads = std::make_unique<aligned_floats>(
+            size_t(d.batch * d.heads_kv * packed_head_floats));
     // Final lse of every row, when the caller gives none but a later phase needs it.
     std::vector<float> lse_rows(!d.lse && (split || d.weights) ? plan.rows_total : 0);
     float *lse_all = d.lse ? d.lse : (lse_rows.empty() ? nullptr : lse_rows.data());
@@ -254,6 +265,19 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         return;
     }
 
+    // ---- split keys: K of every head packed, a task per (batch, kv head, key chunk) ----
+    if (packed_heads) {
+        parallel_tasks(ex, d.batch * d.heads_kv * plan.chunks, [&](int64_t task) {
+            const int64_t head = task / plan.chunks, begin = (task % plan.chunks) * plan.chunk_keys;
+            const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
+            const int64_t keys = std::min(plan.chunk_keys, d.len_kv - begin);
+            kt->attention_pack_k(k + b * d.k.batch + hk * d.k.head + begin * d.k.seq, d.k.seq,
+                                 d.len_kv - begin, d.dim_qk, ceil_div(keys, plan.nr),
+                                 packed_heads->get() + head * packed_head_floats +
+                                     begin / plan.nr * plan.nr * d.dim_qk);
+        });
+    }
+
     // ---- split keys: the fused kernel per (batch, head tile, query tile, key chunk) ----
     const int64_t units = d.batch * d.heads_kv * plan.head_tiles;
     const int64_t tasks = units * plan.q_tiles * plan.chunks;
@@ -272,6 +296,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         t.out = const_cast<float *>(part_out_at[chunk]) + row0 * d.dim_v;
         t.out_ld = d.dim_v;
         t.lse = const_cast<float *>(part_lse_at[chunk]) + row0;
+        if (packed_heads) t.k_packed = packed_heads->get() + (b * d.heads_kv + hk) * packed_head_floats;
         run_tile(*kt, t);
     });
 
