@@ -220,9 +220,9 @@ typedef struct attn_mha_grads {
 
 /* Gradients given dy [batch, len_q, d_model]. dx_q: [batch, len_q, d_model], dx_kv:
  * [batch, len_kv, d_model]; NULL = not wanted. For self-attention (x_kv == x_q) dx_kv may be
- * NULL and dx_q then holds the whole gradient; dx_q given with dx_kv NULL is rejected
- * (ATTN_INVALID_ARGUMENT) unless x_kv == x_q and len_kv == len_q, as the key/value part
- * would be lost. Gradients are written, not accumulated. */
+ * NULL and dx_q then holds the whole gradient; with x_kv == x_q but len_kv != len_q, dx_q
+ * given and dx_kv NULL is rejected (ATTN_INVALID_ARGUMENT), as the key/value part would be
+ * lost. Gradients are written, not accumulated. */
 attn_status attn_mha_backward_f32(attn_context *ctx, const attn_mha_desc *d,
                                   const float *x_q, const float *x_kv, const float *dy,
                                   float *dx_q, float *dx_kv, const attn_mha_grads *g);

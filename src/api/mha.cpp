@@ -74,22 +74,18 @@ mha_inputs input_tensors(checker &chk, const attn_mha_desc &d, const float *x_q,
     return t;
 }
 
-// dx_q set and dx_kv NULL means "dx_q holds the whole input gradient", which is only true of
-// self-attention: one sequence, x_kv == x_q and len_kv == len_q. Any other such call would
-// silently lose the key/value part of the gradient, so it is rejected. (Both NULL: no input
-// gradient is wanted, nothing is lost.)
+// x_kv == x_q (the same pointer) is self-attention: dx_q then receives the whole input
+// gradient when dx_kv is NULL. With len_kv != len_q the one buffer would be read as two
+// different sequences and the key/value part of the gradient would have no place to go:
+// rejected rather than silently dropped. (x_kv != x_q with dx_kv NULL is cross-attention
+// whose key/value gradient is not wanted, as for every other NULL gradient.)
 void check_input_gradients(checker &chk, const attn_mha_desc &d, const float *x_q,
                            const float *x_kv, const float *dx_q, const float *dx_kv) {
-    if (chk.failed() || !dx_q || dx_kv) return;
-    if (x_kv != x_q)
-        chk.fail(ATTN_INVALID_ARGUMENT,
-                 "dx_kv = NULL, must be non-null when dx_q is given and x_kv != x_q (only "
-                 "self-attention, x_kv == x_q, adds the key/value gradient into dx_q)");
-    else if (d.len_kv != d.len_q)
-        chk.fail(ATTN_INVALID_ARGUMENT,
-                 "dx_kv = NULL, must be non-null when desc->len_kv = %lld != desc->len_q = %lld "
-                 "(x_kv == x_q is self-attention only with len_kv == len_q)",
-                 (long long)d.len_kv, (long long)d.len_q);
+    if (chk.failed() || !dx_q || dx_kv || x_kv != x_q || d.len_kv == d.len_q) return;
+    chk.fail(ATTN_INVALID_ARGUMENT,
+             "dx_kv = NULL, must be non-null when x_kv == x_q and desc->len_kv = %lld != "
+             "desc->len_q = %lld (x_kv == x_q is self-attention only with len_kv == len_q)",
+             (long long)d.len_kv, (long long)d.len_q);
 }
 
 attn_status mha_forward(const char *fn, attn_context *ctx, const attn_mha_desc *d,
