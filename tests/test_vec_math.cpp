@@ -35,6 +35,31 @@ double ulp_error(float got, double want) {
     return std::fabs(double(got) - want) / ulp;
 }
 
+// The largest ulp error of y[i] against want(x[i]) in double, where the true value is a
+// float; above FLT_MAX y must be +inf, below 2^-150 exactly +0. worst_x: where it occurs.
+template <class Want>
+double worst_ulp(const std::vector<float> &x, const std::vector<float> &y, Want want_of,
+                 float *worst_x) {
+    double worst = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double want = want_of(double(x[i]));
+        if (want > double(std::numeric_limits<float>::max())) {
+            EXPECT_EQ(y[i], std::numeric_limits<float>::infinity()) << "x = " << x[i];
+            continue;
+        }
+        if (want < std::ldexp(1.0, -150)) {
+            EXPECT_EQ(y[i], 0.0f) << "x = " << x[i];
+            continue;
+        }
+        const double e = ulp_error(y[i], want);
+        if (e > worst) {
+            worst = e;
+            *worst_x = x[i];
+        }
+    }
+    return worst;
+}
+
 TEST_P(VecMath, ExpWithinTwoUlpOverTheWholeRange) {
     std::vector<float> x;
     for (double v = -104.0; v <= 89.0; v += 3e-4) x.push_back(float(v));
@@ -42,24 +67,8 @@ TEST_P(VecMath, ExpWithinTwoUlpOverTheWholeRange) {
     for (int e = 1; e <= 40; ++e)
         for (float s : {-1.0f, 1.0f}) x.push_back(s * std::ldexp(1.1f, -e));
     const std::vector<float> y = exp_of(x);
-    double worst = 0.0;
     float worst_x = 0.0f;
-    for (size_t i = 0; i < x.size(); ++i) {
-        const double want = std::exp(double(x[i]));
-        if (want > double(std::numeric_limits<float>::max())) {
-            ASSERT_EQ(y[i], std::numeric_limits<float>::infinity()) << "x = " << x[i];
-            continue;
-        }
-        if (want < std::ldexp(1.0, -150)) {
-            ASSERT_EQ(y[i], 0.0f) << "x = " << x[i];
-            continue;
-        }
-        const double e = ulp_error(y[i], want);
-        if (e > worst) {
-            worst = e;
-            worst_x = x[i];
-        }
-    }
+    const double worst = worst_ulp(x, y, [](double v) { return std::exp(v); }, &worst_x);
     RecordProperty("max_ulp", std::to_string(worst));
     EXPECT_LE(worst, 2.0) << "worst at x = " << worst_x;
     EXPECT_GT(worst, 0.0);  // the sweep really compared something
@@ -96,24 +105,8 @@ TEST_P(VecMath, Exp2WithinThreeUlpOverTheWholeRange) {
     std::vector<float> y(x.size());
     attn::kernels::kernel_table_for(GetParam().isa)->exp2_array(x.data(), y.data(),
                                                                 int64_t(x.size()));
-    double worst = 0.0;
     float worst_x = 0.0f;
-    for (size_t i = 0; i < x.size(); ++i) {
-        const double want = std::exp2(double(x[i]));
-        if (want > double(std::numeric_limits<float>::max())) {
-            ASSERT_EQ(y[i], std::numeric_limits<float>::infinity()) << "x = " << x[i];
-            continue;
-        }
-        if (want < std::ldexp(1.0, -150)) {
-            ASSERT_EQ(y[i], 0.0f) << "x = " << x[i];
-            continue;
-        }
-        const double e = ulp_error(y[i], want);
-        if (e > worst) {
-            worst = e;
-            worst_x = x[i];
-        }
-    }
+    const double worst = worst_ulp(x, y, [](double v) { return std::exp2(v); }, &worst_x);
     RecordProperty("max_ulp", std::to_string(worst));
     EXPECT_LE(worst, 3.0) << "worst at x = " << worst_x;
     EXPECT_GT(worst, 0.0);

@@ -97,12 +97,34 @@ inline xsimd::batch<float, Arch> exp_of_remainder(const xsimd::batch<float, Arch
     p = xsimd::fma(p, r, fbatch(1.0f));
     return xsimd::fma(p, r, fbatch(1.0f));
 }
+// y * 2^n for integral n with |n| <= 126: 2^n is a normal float, built from its exponent bits.
+template <class Arch>
+inline xsimd::batch<float, Arch> times_pow2_normal(const xsimd::batch<float, Arch> &y,
+                                                   const xsimd::batch<float, Arch> &n) {
+    using ibatch = xsimd::batch<int32_t, Arch>;
+    return y * xsimd::bitwise_cast<xsimd::batch<float, Arch>>(
+                   (xsimd::batch_cast<int32_t>(n) + ibatch(127)) << 23);
+}
+
+// y * 2^n for integral n in [-152, 129]: 2^n = 2^h * 2^(n-h), h = floor(n/2), both factors
+// normal floats, so the first product is exact and only the second rounds (a subnormal
+// result is rounded once, not flushed; a large one overflows to +inf).
+template <class Arch>
+inline xsimd::batch<float, Arch> times_pow2_wide(const xsimd::batch<float, Arch> &y,
+                                                 const xsimd::batch<float, Arch> &n) {
+    using fbatch = xsimd::batch<float, Arch>;
+    using ibatch = xsimd::batch<int32_t, Arch>;
+    const ibatch n_int = xsimd::batch_cast<int32_t>(n);
+    const ibatch h = n_int >> 1;
+    const fbatch scale_h = xsimd::bitwise_cast<fbatch>((h + ibatch(127)) << 23);
+    const fbatch scale_rest = xsimd::bitwise_cast<fbatch>((n_int - h + ibatch(127)) << 23);
+    return (y * scale_h) * scale_rest;
+}
 }  // namespace detail
 
 template <class Arch>
 inline xsimd::batch<float, Arch> exp(const xsimd::batch<float, Arch> &x) {
     using fbatch = xsimd::batch<float, Arch>;
-    using ibatch = xsimd::batch<int32_t, Arch>;
     fbatch n;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
         // scalef computes y * 2^n with one rounding over the whole range.
@@ -112,17 +134,11 @@ inline xsimd::batch<float, Arch> exp(const xsimd::batch<float, Arch> &x) {
         // Common case, |x| <= 87 so |n| <= 126: 2^n is a normal float, built from its
         // exponent bits. (NaN takes this path too and stays NaN.)
         if (!xsimd::any(xsimd::abs(x) > fbatch(87.0f))) {
-            const fbatch y = detail::exp_of_remainder(x, n);
-            return y * xsimd::bitwise_cast<fbatch>((xsimd::batch_cast<int32_t>(n) + ibatch(127)) << 23);
+            return detail::times_pow2_normal(detail::exp_of_remainder(x, n), n);
         }
-        // 2^n = 2^h * 2^(n-h), h = floor(n/2): both factors are normal floats for n in
-        // [-150, 128], so the first product is exact and only the second rounds.
+        // n in [-150, 128] here
         const fbatch y = detail::exp_of_remainder(clamp_keep_nan(x, -104.0f, 89.0f), n);
-        const ibatch n_int = xsimd::batch_cast<int32_t>(n);
-        const ibatch h = n_int >> 1;
-        const fbatch scale_h = xsimd::bitwise_cast<fbatch>((h + ibatch(127)) << 23);
-        const fbatch scale_rest = xsimd::bitwise_cast<fbatch>((n_int - h + ibatch(127)) << 23);
-        return (y * scale_h) * scale_rest;
+        return detail::times_pow2_wide(y, n);
     }
 }
 
@@ -151,7 +167,6 @@ inline xsimd::batch<float, Arch> exp2_fraction(const xsimd::batch<float, Arch> &
 template <class Arch>
 inline xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch> &x) {
     using fbatch = xsimd::batch<float, Arch>;
-    using ibatch = xsimd::batch<int32_t, Arch>;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
         // f = x - floor(x) (imm 0x09: round down, no precision exception); vreduceps gives
         // f = 0 for +-inf, so -inf yields p(0) * 2^-inf = +0.
@@ -162,19 +177,11 @@ inline xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch> &x) {
         // bits. (NaN takes this path too and stays NaN.)
         if (!xsimd::any(xsimd::abs(x) > fbatch(126.0f))) {
             const fbatch n = xsimd::floor(x);
-            const fbatch p = detail::exp2_fraction<Arch>(x - n);
-            return p * xsimd::bitwise_cast<fbatch>((xsimd::batch_cast<int32_t>(n) + ibatch(127)) << 23);
+            return detail::times_pow2_normal(detail::exp2_fraction<Arch>(x - n), n);
         }
-        // 2^n = 2^h * 2^(n-h), h = floor(n/2): both factors are normal floats for n in
-        // [-152, 128], so the first product is exact and only the second rounds.
         const fbatch y = clamp_keep_nan(x, -152.0f, 129.0f);
         const fbatch n = xsimd::floor(y);
-        const fbatch p = detail::exp2_fraction<Arch>(y - n);
-        const ibatch n_int = xsimd::batch_cast<int32_t>(n);
-        const ibatch h = n_int >> 1;
-        const fbatch scale_h = xsimd::bitwise_cast<fbatch>((h + ibatch(127)) << 23);
-        const fbatch scale_rest = xsimd::bitwise_cast<fbatch>((n_int - h + ibatch(127)) << 23);
-        return (p * scale_h) * scale_rest;
+        return detail::times_pow2_wide(detail::exp2_fraction<Arch>(y - n), n);
     }
 }
 
