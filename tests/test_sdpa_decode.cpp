@@ -284,6 +284,18 @@ bool row_all(const std::vector<float> &out, int64_t row, int64_t dim, bool (*pre
 bool is_finite(float x) { return std::isfinite(x); }
 bool is_nan(float x) { return std::isnan(x); }
 
+// One batch, one head: len_q query rows against len_kv keys of dim floats.
+decode_case single_head(int64_t len_q, int64_t len_kv, int64_t dim, attn_causal causal) {
+    decode_case c;
+    c.batch = 1;
+    c.heads_q = c.heads_kv = 1;
+    c.len_q = len_q;
+    c.len_kv = len_kv;
+    c.dim_qk = c.dim_v = dim;
+    c.causal = causal;
+    return c;
+}
+
 // A NaN in a V row the row never sees (causal, kv_len) stays out of it; one in the V row of
 // a key it sees with weight 0 (mask -inf) reaches it.
 TEST_P(SdpaDecode, NanInValuesFollowsVisibility) {
@@ -292,13 +304,7 @@ TEST_P(SdpaDecode, NanInValuesFollowsVisibility) {
     for (int64_t len_kv : {40, 700, 4097}) {
         SCOPED_TRACE(len_kv);
         // causal top-left, 4 rows: key 2 is seen by rows 2 and 3 only
-        decode_case c;
-        c.batch = 1;
-        c.heads_q = c.heads_kv = 1;
-        c.len_q = 4;
-        c.len_kv = len_kv;
-        c.dim_qk = c.dim_v = 33;
-        c.causal = ATTN_CAUSAL_TOP_LEFT;
+        decode_case c = single_head(4, len_kv, 33, ATTN_CAUSAL_TOP_LEFT);
         problem p(c);
         for (int64_t e = 0; e < c.dim_v; ++e) p.v[size_t(2 * c.dim_v + e)] = NAN;
         result r = run(ctx.get(), p);
@@ -342,13 +348,8 @@ TEST_P(SdpaDecode, NanScoreMakesTheRowNan) {
     ASSERT_TRUE(ctx);
     for (int64_t len_kv : {40, 700, 4097}) {
         SCOPED_TRACE(len_kv);
-        decode_case c;
-        c.batch = 1;
-        c.heads_q = c.heads_kv = 1;
-        c.len_q = 2;
-        c.len_kv = len_kv;
-        c.dim_qk = c.dim_v = 64;
-        c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;  // row 0 does not see the last key
+        // bottom-right: row 0 does not see the last key
+        decode_case c = single_head(2, len_kv, 64, ATTN_CAUSAL_BOTTOM_RIGHT);
         c.lse = true;
         problem p(c);
         p.k[size_t((len_kv - 1) * c.dim_qk + 3)] = NAN;
