@@ -4,9 +4,11 @@
 //   sdpa/openblas/-/threads:{1,2}/H8_L<L>_D<D>           attention composed per head from
 //       cblas_sgemm (S = scale Q K^T), attn_softmax_f32 (SIMD, same threads), cblas_sgemm (P V)
 //   sdpa/simd/<isa>/threads:{1,2}/decode_H32_Lq1_Lk4096_D128   one query against a long cache
+//   sdpa/simd/<isa>/threads:{1,2}/decode_H32_KV8_Lq1_Lk4096_D128   the same with grouped-query
+//       attention, 32 query heads over 8 KV heads (each K and V row read once for 4 heads)
 // GFLOP/s = 4 B H Lq Lk D / time (half for causal: only the visible half is work). The decode
-// shape also reports GB/s of K and V read once (128 MiB: it fits this Xeon's L3, so compare
-// with machine/read_bw_decode, the same working set), and GB/s_cpu per second on a CPU.
+// shapes also report GB/s of K and V read once (128 MiB, 32 MiB with 8 KV heads: they fit this
+// Xeon's L3, so compare with machine/read_bw_decode), and GB/s_cpu per second on a CPU.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -24,10 +26,13 @@ namespace {
 struct sdpa_shape {
     int64_t heads, len_q, len_kv, dim;
     bool causal;
+    int64_t heads_kv = 0;  // 0: heads (no grouping)
+    int64_t kv_heads() const { return heads_kv ? heads_kv : heads; }
     std::string name() const {
         if (len_q == 1)
-            return "decode_H" + std::to_string(heads) + "_Lq1_Lk" + std::to_string(len_kv) + "_D" +
-                   std::to_string(dim);
+            return "decode_H" + std::to_string(heads) +
+                   (heads_kv ? "_KV" + std::to_string(heads_kv) : std::string()) + "_Lq1_Lk" +
+                   std::to_string(len_kv) + "_D" + std::to_string(dim);
         return "H" + std::to_string(heads) + "_L" + std::to_string(len_q) + "_D" +
                std::to_string(dim) + (causal ? "_causal" : "");
     }
@@ -41,8 +46,8 @@ struct sdpa_data {
     std::vector<float> q, k, v, out;
     explicit sdpa_data(const sdpa_shape &s)
         : q(random_floats(size_t(s.heads * s.len_q * s.dim), 1)),
-          k(random_floats(size_t(s.heads * s.len_kv * s.dim), 2)),
-          v(random_floats(size_t(s.heads * s.len_kv * s.dim), 3)),
+          k(random_floats(size_t(s.kv_heads() * s.len_kv * s.dim), 2)),
+          v(random_floats(size_t(s.kv_heads() * s.len_kv * s.dim), 3)),
           out(q.size()) {}
 };
 
@@ -51,6 +56,10 @@ void sdpa_attn(benchmark::State &state, sdpa_shape s, attn_impl impl, attn_isa i
     sdpa_data x(s);
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, s.heads, s.len_q, s.len_kv, s.dim);
+    if (s.heads_kv) {  // dense BHSD with fewer KV heads
+        d.heads_kv = s.heads_kv;
+        d.k.batch = d.v.batch = s.heads_kv * s.len_kv * s.dim;
+    }
     d.causal = s.causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
@@ -60,7 +69,7 @@ void sdpa_attn(benchmark::State &state, sdpa_shape s, attn_impl impl, attn_isa i
     }
     set_flops(state, s.flops());
     if (s.len_q == 1) {
-        const double kv_bytes = 2.0 * sizeof(float) * double(s.heads * s.len_kv * s.dim);
+        const double kv_bytes = 2.0 * sizeof(float) * double(s.kv_heads() * s.len_kv * s.dim);
         set_bytes(state, kv_bytes);
         set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),
                                  process_cpu_seconds() - cpu_start, threads);
@@ -100,6 +109,7 @@ bool register_sdpa() {
         for (int64_t dim : {64, 128})
             for (bool causal : {false, true}) shapes.push_back({8, len, len, dim, causal});
     shapes.push_back({32, 1, 4096, 128, false});
+    shapes.push_back({32, 1, 4096, 128, false, 8});
     for (const sdpa_shape &s : shapes) {
         auto add = [&](const std::string &name, auto &&...args) {
             benchmark::RegisterBenchmark(name.c_str(), args...)
