@@ -254,27 +254,28 @@ const float *v_tile_rows(const attention_tile &t, int64_t j0, int64_t keys, floa
     return v_pad;
 }
 
+// a . b over n floats.
+template <class Arch>
+inline float dot(const float *a, const float *b, int64_t n) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    fbatch acc(0.0f);
+    int64_t d = 0;
+    for (; d + W <= n; d += W)
+        acc = xsimd::fma(fbatch::load_unaligned(a + d), fbatch::load_unaligned(b + d), acc);
+    float sum = reduce_add<Arch>(acc);
+    for (; d < n; ++d) sum += a[d] * b[d];
+    return sum;
+}
+
 // S[r, c] = qs[r, :] . K[j0 + c, :] for c < cols, straight from the K rows: for a few query
 // rows (decoding) packing K would cost more than the products themselves.
 template <class Arch>
 void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const float *k, int64_t k_ld,
                         int64_t cols, float *s) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = lanes<Arch>;
-    for (int64_t c = 0; c < cols; ++c) {
-        const float *k_row = k + c * k_ld;
-        for (int64_t r = 0; r < rows; ++r) {
-            const float *q_row = qs + r * dim;
-            fbatch acc(0.0f);
-            int64_t d = 0;
-            for (; d + W <= dim; d += W)
-                acc = xsimd::fma(fbatch::load_unaligned(q_row + d),
-                                 fbatch::load_unaligned(k_row + d), acc);
-            float dot = reduce_add<Arch>(acc);
-            for (; d < dim; ++d) dot += q_row[d] * k_row[d];
-            s[r * attention_blocking<Arch>::bc + c] = dot;
-        }
-    }
+    for (int64_t c = 0; c < cols; ++c)
+        for (int64_t r = 0; r < rows; ++r)
+            s[r * attention_blocking<Arch>::bc + c] = dot<Arch>(qs + r * dim, k + c * k_ld, dim);
 }
 
 // S = (scale Q) K^T for the keys j0 .. j0+cols-1: K from the packed head, or straight from
@@ -297,6 +298,60 @@ bool tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64
         tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, last_col0, s, score_max);
     }
     return true;
+}
+
+// The running row max after a tile whose max is x: a NaN x (a NaN score: NaN in q, k or the
+// mask) makes it NaN, so the row becomes NaN rather than reading as "nothing visible".
+template <class Arch>
+inline float running_max(float m, float x) { return x > m || x != x ? x : m; }
+
+// Row r's first `visible` scores of the key tile at j0 become P = e^(S - m) = 2^((S - m) log2 e)
+// in place, times the dropout factors when t drops; returns the lane-wise sum of P (taken
+// before dropout). Whole vectors: scores past `visible` in the last one must be -inf.
+template <class Arch>
+xsimd::batch<float, Arch> exp_scores_row(float *s_row, int64_t visible, float m,
+                                         const attention_tile &t, int64_t r, int64_t j0) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const fbatch shift(m), log2e(1.44269504088896341f);
+    fbatch sum(0.0f);
+    if (!t.dropout_keys) {
+        for (int64_t c = 0; c < visible; c += W) {
+            const fbatch p = kernels::exp2<Arch>((fbatch::load_aligned(s_row + c) - shift) * log2e);
+            sum += p;
+            p.store_aligned(s_row + c);
+        }
+    } else {
+        const uint32_t key = t.dropout_keys[r];
+        for (int64_t c = 0; c < visible; c += W) {
+            const fbatch p = kernels::exp2<Arch>((fbatch::load_aligned(s_row + c) - shift) * log2e);
+            sum += p;
+            apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold, t.dropout_keep)
+                .store_aligned(s_row + c);
+        }
+    }
+    return sum;
+}
+
+// out = O / l, lse = m + log l for every row of the tile (O rows dv_pad apart); a row with
+// l == 0 saw no key (or only -inf scores): zeros, whatever O holds, and lse -inf.
+template <class Arch>
+void write_rows(const attention_tile &t, const float *o, int64_t dv_pad, const float *m,
+                const float *l) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    for (int64_t r = 0; r < t.rows; ++r) {
+        float *out_row = t.out + r * t.out_ld;
+        const float *o_row = o + r * dv_pad;
+        const bool empty = l[r] == 0.0f;
+        const fbatch inv(empty ? 0.0f : 1.0f / l[r]);
+        int64_t c = 0;
+        for (; c + W <= t.dim_v; c += W)
+            (empty ? fbatch(0.0f) : fbatch::load_aligned(o_row + c) * inv)
+                .store_unaligned(out_row + c);
+        for (; c < t.dim_v; ++c) out_row[c] = empty ? 0.0f : o_row[c] * inv.get(0);
+        t.lse[r] = empty ? -std::numeric_limits<float>::infinity() : m[r] + __builtin_logf(l[r]);
+    }
 }
 
 // qs = scale * Q tile, rows x dim_qk dense.
@@ -369,7 +424,6 @@ void attention_forward_tile(const attention_tile &t) {
         m[r] = m_prev[r] = neg_inf;
         fbatch(0.0f).store_aligned(l_lanes + r * W);
     }
-    const fbatch log2e(1.44269504088896341f);
 
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
@@ -396,33 +450,13 @@ void attention_forward_tile(const attention_tile &t) {
             if (maxima && !mask_row && visible == cols)
                 tile_max = reduce_max<Arch>(fbatch::load_aligned(score_max + r * W));
             if (tile_max == neg_inf) tile_max = mask_score_row<Arch>(s_row, visible, mask_row);
-            // a NaN score (NaN in q, k or the mask) makes the row NaN: it must not be
-            // mistaken for "nothing visible"
-            const float m_new = tile_max > m[r] || tile_max != tile_max ? tile_max : m[r];
+            const float m_new = running_max<Arch>(m[r], tile_max);
             int64_t c = 0;
             m_prev[r] = m[r];
             fbatch sum(0.0f);
             if (m_new != neg_inf) {  // else nothing visible yet: P = 0, O stays 0
-                const fbatch shift(m_new);
-                if (!t.dropout_keys) {
-                    for (; c < visible; c += W) {
-                        const fbatch p =
-                            kernels::exp2<Arch>((fbatch::load_aligned(s_row + c) - shift) * log2e);
-                        sum += p;
-                        p.store_aligned(s_row + c);
-                    }
-                } else {
-                    const uint32_t key = t.dropout_keys[r];
-                    const uint32_t threshold = t.dropout_threshold;
-                    const float keep = t.dropout_keep;
-                    for (; c < visible; c += W) {
-                        const fbatch p =
-                            kernels::exp2<Arch>((fbatch::load_aligned(s_row + c) - shift) * log2e);
-                        sum += p;
-                        apply_dropout<Arch>(p, key, j0 + c, threshold, keep)
-                            .store_aligned(s_row + c);
-                    }
-                }
+                sum = exp_scores_row<Arch>(s_row, visible, m_new, t, r, j0);
+                c = round_up(visible, W);
                 m[r] = m_new;
             }
             sum.store_aligned(tile_lanes + r * W);
@@ -469,20 +503,10 @@ void attention_forward_tile(const attention_tile &t) {
         }
     }
 
-    // out = O / l, lse = m + log l; fully masked rows give zeros (whatever O holds) and -inf
-    for (int64_t r = 0; r < t.rows; ++r) {
+    // out = O / l, lse = m + log l, with l summed across its lanes
+    for (int64_t r = 0; r < t.rows; ++r)
         l[r] = reduce_add<Arch>(fbatch::load_aligned(l_lanes + r * W));
-        float *out_row = t.out + r * t.out_ld;
-        const float *o_row = o + r * dv_pad;
-        const bool empty = l[r] == 0.0f;
-        const fbatch inv(empty ? 0.0f : 1.0f / l[r]);
-        int64_t c = 0;
-        for (; c + W <= t.dim_v; c += W)
-            (empty ? fbatch(0.0f) : fbatch::load_aligned(o_row + c) * inv)
-                .store_unaligned(out_row + c);
-        for (; c < t.dim_v; ++c) out_row[c] = empty ? 0.0f : o_row[c] * inv.get(0);
-        t.lse[r] = empty ? neg_inf : m[r] + __builtin_logf(l[r]);
-    }
+    write_rows<Arch>(t, o, dv_pad, m, l);
 }
 
 // weights row r, keys [0, len_kv) = exp(S_rj - m_r) / l_r where key j is visible, 0

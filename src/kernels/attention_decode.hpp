@@ -54,20 +54,6 @@ constexpr bool scores_fit() {
            decode_block_keys % 16 == 0;
 }
 
-// One key's score: q . k_row over dim floats.
-template <class Arch>
-inline float score_one(const float *q, const float *k_row, int64_t dim) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = lanes<Arch>;
-    fbatch acc(0.0f);
-    int64_t d = 0;
-    for (; d + W <= dim; d += W)
-        acc = xsimd::fma(fbatch::load_unaligned(q + d), fbatch::load_unaligned(k_row + d), acc);
-    float dot = reduce_add<Arch>(acc);
-    for (; d < dim; ++d) dot += q[d] * k_row[d];
-    return dot;
-}
-
 // s[c] = q . k_c for the W keys c = 0 .. W-1 at k + c * k_ld: their dot products accumulate
 // lane-wise side by side, independent chains, each then summed across its lanes (xsimd
 // 8.1's haddp permutes lanes on AVX-512). Dims past the last whole vector one by one.
@@ -117,7 +103,7 @@ void score_rows(const float *qs, int64_t dim, int64_t rows, const int64_t *visib
                 score_group<Arch>(q, dim, k + c * k_ld, k_ld, s_row + c);
             else
                 for (int64_t j = c; j < visible[r]; ++j)
-                    s_row[j] = score_one<Arch>(q, k + j * k_ld, dim);
+                    s_row[j] = attention_detail::dot<Arch>(q, k + j * k_ld, dim);
         }
     }
 }
@@ -216,29 +202,11 @@ void attention_decode_tile(const attention_tile &t) {
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
             const float block_max =
                 attention_detail::mask_score_row<Arch>(s_row, visible[r], mask_row);
-            // a NaN score makes the row NaN, never "nothing visible"
-            const float m_new = block_max > m[r] || block_max != block_max ? block_max : m[r];
+            const float m_new = attention_detail::running_max<Arch>(m[r], block_max);
             float factor = 1.0f, sum_p = 0.0f;
             if (m_new != neg_inf) {  // else P = 0 (already so: all visible scores are -inf)
-                const fbatch shift(m_new);
-                fbatch sum(0.0f);
-                if (!t.dropout_keys) {
-                    for (int64_t c = 0; c < visible[r]; c += W) {
-                        const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
-                        sum += p;
-                        p.store_aligned(s_row + c);
-                    }
-                } else {
-                    const uint32_t key = t.dropout_keys[r];
-                    for (int64_t c = 0; c < visible[r]; c += W) {
-                        const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
-                        sum += p;
-                        attention_detail::apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold,
-                                                              t.dropout_keep)
-                            .store_aligned(s_row + c);
-                    }
-                }
-                sum_p = reduce_add<Arch>(sum);
+                sum_p = reduce_add<Arch>(
+                    attention_detail::exp_scores_row<Arch>(s_row, visible[r], m_new, t, r, j0));
                 factor = __builtin_expf(m[r] - m_new);  // e^(-inf) = 0 for the first block
             } else {
                 for (int64_t c = 0; c < visible[r]; c += W) fbatch(0.0f).store_aligned(s_row + c);
@@ -253,23 +221,8 @@ void attention_decode_tile(const attention_tile &t) {
                                                whole_vectors, o, dv_pad, rescale);
     }
 
-    // out = O / l, lse = m + log l; a row that sees no key (or only -inf scores): zeros, -inf
-    for (int64_t r = 0; r < rows; ++r) {
-        float *out_row = t.out + r * t.out_ld;
-        const float *o_row = o + r * dv_pad;
-        if (m[r] == neg_inf) {
-            for (int64_t c = 0; c < t.dim_v; ++c) out_row[c] = 0.0f;
-            t.lse[r] = neg_inf;
-            l[r] = 0.0f;
-            continue;
-        }
-        const fbatch inv(1.0f / l[r]);
-        int64_t c = 0;
-        for (; c + W <= t.dim_v; c += W)
-            (fbatch::load_aligned(o_row + c) * inv).store_unaligned(out_row + c);
-        for (; c < t.dim_v; ++c) out_row[c] = o_row[c] * inv.get(0);
-        t.lse[r] = m[r] + __builtin_logf(l[r]);
-    }
+    // out = O / l, lse = m + log l (l is 0 for a row that saw no key or only -inf scores)
+    attention_detail::write_rows<Arch>(t, o, dv_pad, m, l);
 }
 
 }  // namespace attn::kernels

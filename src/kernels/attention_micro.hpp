@@ -51,6 +51,27 @@ inline xsimd::batch<float, Arch> lane_index() {
 
 // ---- micro-kernels ----------------------------------------------------------------------
 
+// acc[r][n] += a[r * lda + j] * b[j * ldb + n * W ...] for j < count: the register block both
+// micro-kernels are made of, a broadcast from a against N vectors of row j of b.
+template <class Arch, int Rows, int N>
+__attribute__((always_inline)) inline void fma_block(xsimd::batch<float, Arch> (&acc)[Rows][N],
+                                                     const float *a, int64_t lda, const float *b,
+                                                     int64_t ldb, int64_t count) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    for (int64_t j = 0; j < count; ++j) {
+        fbatch b_vec[N];
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) b_vec[n] = fbatch::load_unaligned(b + j * ldb + n * W);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const fbatch a_val(a[r * lda + j]);
+#pragma GCC unroll 8
+            for (int n = 0; n < N; ++n) acc[r][n] = xsimd::fma(a_val, b_vec[n], acc[r][n]);
+        }
+    }
+}
+
 // s[Rows x NRV*W] = qs[Rows x dim] * panel, panel = [dim][nr] (key fastest) of which the
 // first NRV vectors of keys are used (fewer near the causal diagonal), and
 // row_max[r][0..W) = max(row_max[r], the row's scores) lane-wise, so the softmax needs no
@@ -67,17 +88,7 @@ inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
         for (int v = 0; v < NRV; ++v) acc[r][v] = fbatch(0.0f);
-    for (int64_t d = 0; d < dim; ++d) {
-        fbatch k_vec[NRV];
-#pragma GCC unroll 8
-        for (int v = 0; v < NRV; ++v) k_vec[v] = fbatch::load_aligned(panel + d * nr + v * W);
-#pragma GCC unroll 32
-        for (int r = 0; r < Rows; ++r) {
-            const fbatch q_val(qs[r * ldq + d]);
-#pragma GCC unroll 8
-            for (int v = 0; v < NRV; ++v) acc[r][v] = xsimd::fma(q_val, k_vec[v], acc[r][v]);
-        }
-    }
+    fma_block<Arch, Rows, NRV>(acc, qs, ldq, panel, nr, dim);
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r) {
         fbatch m = fbatch::load_aligned(row_max + r * W);
@@ -131,17 +142,7 @@ inline void pv_block(const float *p, int64_t ldp, int64_t keys, const float *v, 
 #pragma GCC unroll 8
         for (int c = 0; c < NV; ++c) acc[r][c] = fbatch::load_aligned(o + r * ldo + c * W) * a;
     }
-    for (int64_t j = 0; j < keys; ++j) {
-        fbatch v_vec[NV];
-#pragma GCC unroll 8
-        for (int c = 0; c < NV; ++c) v_vec[c] = fbatch::load_unaligned(v + j * ldv + c * W);
-#pragma GCC unroll 32
-        for (int r = 0; r < Rows; ++r) {
-            const fbatch p_val(p[r * ldp + j]);
-#pragma GCC unroll 8
-            for (int c = 0; c < NV; ++c) acc[r][c] = xsimd::fma(p_val, v_vec[c], acc[r][c]);
-        }
-    }
+    fma_block<Arch, Rows, NV>(acc, p, ldp, v, ldv, keys);
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8

@@ -49,7 +49,7 @@ void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, 
           int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
           float beta, float *c, int64_t ldc) {
     if (m == 0 || n == 0) return;
-    const kernels::kernel_table *kt = ex_in.reference ? nullptr : kernels::kernel_table_for(ex_in.isa);
+    const kernels::kernel_table *kt = simd_kernels(ex_in);
     if (kt == nullptr) {
         ref::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;

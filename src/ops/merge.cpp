@@ -9,7 +9,7 @@ namespace attn::ops {
 
 void merge(const exec &ex, int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
            const float *const *lses, float *out, float *lse) {
-    const kernels::kernel_table *kt = ex.reference ? nullptr : kernels::kernel_table_for(ex.isa);
+    const kernels::kernel_table *kt = simd_kernels(ex);
     if (!kt) {
         ref::merge(parts, rows, dim_v, outs, lses, out, lse);
         return;

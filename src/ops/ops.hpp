@@ -12,6 +12,7 @@
 #include <tbb/task_arena.h>
 
 #include "attn/attn.h"
+#include "kernels/kernels.hpp"
 
 namespace attn::ops {
 
@@ -23,6 +24,11 @@ struct exec {
     tbb::task_arena *arena = nullptr;  // null: run on the calling thread only
     int num_threads = 1;
 };
+
+// The kernels a driver runs: the table for ex.isa, or null for the reference.
+inline const kernels::kernel_table *simd_kernels(const exec &ex) {
+    return ex.reference ? nullptr : kernels::kernel_table_for(ex.isa);
+}
 
 void gemm(const exec &ex, attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n,
           int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,

@@ -111,7 +111,7 @@ void run_tile(const kernels::kernel_table &kt, const kernels::attention_tile &t)
 
 void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
           float *out) {
-    const kernels::kernel_table *kt = ex.reference ? nullptr : kernels::kernel_table_for(ex.isa);
+    const kernels::kernel_table *kt = simd_kernels(ex);
     if (!kt) {
         ref::sdpa(d, q, k, v, out);
         return;
@@ -126,9 +126,11 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
     const int64_t slot_floats = (kt->attention_scratch_floats(d.dim_qk, d.dim_v) + 15) / 16 * 16;
     std::vector<uint32_t> row_keys(dropout ? static_cast<size_t>(plan.br * slots) : 0);
     std::vector<float> slot_lse(static_cast<size_t>(plan.br * slots));
-    // Without split, each slot also holds one head's packed K and padded V.
-    const int64_t head_k = split ? 0 : plan.panels * plan.nr * d.dim_qk;
-    const int64_t head_v = split ? 0 : d.len_kv * plan.v_ld;
+    // Without split, each slot also holds one head's packed K and padded V (a few query rows
+    // read K and V in place instead).
+    const bool pack_per_slot = !split && d.len_q > kernels::attention_direct_rows;
+    const int64_t head_k = pack_per_slot ? plan.panels * plan.nr * d.dim_qk : 0;
+    const int64_t head_v = pack_per_slot ? d.len_kv * plan.v_ld : 0;
     const scratch_buffer scratch(size_t((slot_floats + head_k + head_v) * slots));
     float *tile_scratch = scratch.data;
     float *packed = tile_scratch + slot_floats * slots;
@@ -229,11 +231,9 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
             float *k_packed = packed + s * (head_k + head_v);
             float *v_padded = k_packed + head_k;
             // K panels and padded V rows of this head, once for all its pairs in the range
-            // (a few query rows read K and V in place instead)
-            const bool pack = d.len_q > kernels::attention_direct_rows;
             const float *k_head = k + b * d.k.batch + hk * d.k.head;
             const float *v_head = v + b * d.v.batch + hk * d.v.head;
-            if (pack) {
+            if (pack_per_slot) {
                 kt->attention_pack_k(k_head, d.k.seq, d.len_kv, d.dim_qk, plan.panels, k_packed);
                 kt->attention_pad_v(v_head, d.v.seq, d.len_kv, d.dim_v, v_padded, plan.v_ld);
             }
@@ -242,7 +242,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                 const int64_t i0 = (pair % plan.q_tiles) * plan.br;
                 const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
                 kernels::attention_tile t = make_unit_tile(b, hk, ht, i0, s);
-                if (pack) {
+                if (pack_per_slot) {
                     t.k_packed = k_packed;
                     t.v = v_padded;
                     t.v_ld = plan.v_ld;

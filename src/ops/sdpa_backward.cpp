@@ -48,7 +48,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                    const float *v, const float *out, const float *dout, const float *lse,
                    float *dq, float *dk, float *dv) {
     // out is not needed: D is formed from P and dP, as in the reference.
-    const kernels::kernel_table *kt = ex.reference ? nullptr : kernels::kernel_table_for(ex.isa);
+    const kernels::kernel_table *kt = simd_kernels(ex);
     if (!kt) {
         ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
         return;

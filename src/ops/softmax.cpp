@@ -13,7 +13,7 @@ namespace attn::ops {
 void softmax(const exec &ex, int64_t rows, int64_t cols, float scale, const float *x,
              int64_t ldx, float *y, int64_t ldy) {
     if (rows == 0 || cols == 0) return;
-    const kernels::kernel_table *kt = ex.reference ? nullptr : kernels::kernel_table_for(ex.isa);
+    const kernels::kernel_table *kt = simd_kernels(ex);
     if (kt == nullptr) {
         ref::softmax(rows, cols, scale, x, ldx, y, ldy);
         return;
