@@ -8,8 +8,14 @@ packages=(
   libxsimd-dev libtbb-dev                  # the library: SIMD kernels, thread pool
   libgtest-dev libbenchmark-dev            # tests and benchmarks
   libopenblas-dev libdnnl-dev              # peers the benchmarks compare against
+  ocl-icd-opencl-dev                       # Debian's dnnl-config.cmake requires OpenCL (only a
+                                           # Recommends of libdnnl-dev, so name it)
   python3 python3-numpy python3-matplotlib # tools/bench_report.py and its charts
+  python3-pytest python3-torch python3-pip # the Python package, its tests against PyTorch
+  python3-setuptools python3-wheel         # pip install ./python, offline
+  libopenmpi-dev openmpi-bin               # the ring-attention example over MPI
   clang libclang-rt-14-dev                 # the libFuzzer target (its runtime is only recommended)
+  git ca-certificates                      # a clone of the repository, as the README says
 )
 
 missing=()
