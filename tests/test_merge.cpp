@@ -68,6 +68,22 @@ TEST_P(MergeValues, NegativeInfinityParts) {
 // Attention over key blocks [0,5), [5,12), [12,13) merged with their lses equals attention
 // over all 13 keys, output and lse. A mask hides every key of the last block from some
 // rows, so that block contributes -inf rows. lse NULL gives the same output.
+// A NaN lse (a part whose row is NaN) makes the merged row NaN, whether the other parts are
+// finite or -inf; the other rows are unaffected.
+TEST_P(MergeValues, NaNPartMakesTheRowNaN) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    // row 0: NaN beside a finite part; row 1: NaN beside -inf; row 2: finite parts
+    auto out = merge({{1, 2, 3, 4, 5, 6}, {nan, nan, 7, 8, 9, 10}}, {{0.0f, -inf, 0.0f},
+                                                                    {nan, nan, 0.0f}},
+                     3, 2);
+    for (int c = 0; c < 4; ++c) EXPECT_TRUE(std::isnan(out[size_t(c)])) << c;
+    EXPECT_TRUE(std::isnan(merged_lse[0]));
+    EXPECT_TRUE(std::isnan(merged_lse[1]));
+    EXPECT_NEAR(out[4], 7.0f, 1e-6);
+    EXPECT_NEAR(out[5], 8.0f, 1e-6);
+    EXPECT_NEAR(merged_lse[2], std::log(2.0f), 1e-6);
+}
+
 TEST_P(MergeValues, SplitKeysEqualWholeAttention) {
     const int64_t B = 2, H = 2, Lq = 6, Lk = 13, D = 7, rows = B * H * Lq;
     attn_sdpa_desc whole;

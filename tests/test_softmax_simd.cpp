@@ -33,20 +33,18 @@ class SoftmaxSimd : public testing::TestWithParam<path> {
     attn_test::context_ptr simd_, ref_;
 };
 
-// softmax(scale * x) per row in double, masked (-inf) entries at 0; the rows here are finite.
+// softmax(scale * x) per row in double, on the products: a product of -inf weighs 0; the
+// rows here have finite products beside those.
 std::vector<float> softmax_double(const std::vector<float> &x, int64_t rows, int64_t cols,
                                   int64_t ldx, float scale) {
     std::vector<float> out(size_t(rows * cols));
     for (int64_t i = 0; i < rows; ++i) {
+        auto product = [&](int64_t j) { return double(scale) * double(x[size_t(i * ldx + j)]); };
         double m = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < cols; ++j) m = std::max(m, product(j));
+        for (int64_t j = 0; j < cols; ++j) sum += std::exp(product(j) - m);
         for (int64_t j = 0; j < cols; ++j)
-            if (x[size_t(i * ldx + j)] != -inf) m = std::max(m, double(scale) * x[size_t(i * ldx + j)]);
-        for (int64_t j = 0; j < cols; ++j)
-            if (x[size_t(i * ldx + j)] != -inf) sum += std::exp(double(scale) * x[size_t(i * ldx + j)] - m);
-        for (int64_t j = 0; j < cols; ++j) {
-            const float v = x[size_t(i * ldx + j)];
-            out[size_t(i * cols + j)] = v == -inf ? 0.0f : float(std::exp(double(scale) * v - m) / sum);
-        }
+            out[size_t(i * cols + j)] = float(std::exp(product(j) - m) / sum);
     }
     return out;
 }
@@ -67,9 +65,11 @@ TEST_P(SoftmaxSimd, MatchesReferenceOverLengthsScalesAndStrides) {
             const int64_t rows = 7, ldx = cols + (cols % 3), ldy = cols + 1;
             SCOPED_TRACE(testing::Message() << "cols=" << cols << " scale=" << scale);
             auto x = random_tensor(size_t(rows * ldx), ++seed, -4.0f, 4.0f);
-            // Mask a few entries (never a whole row here).
+            // Mask a few entries (never a whole row here): the infinity whose product is -inf
+            // (+inf for a negative scale; none exists for scale 0, where 0 * inf is NaN).
+            const float masked = scale > 0.0f ? -inf : inf;
             for (int64_t i = 0; i < rows; ++i)
-                if (cols > 1) x[size_t(i * ldx + (i * 7) % cols)] = -inf;
+                if (cols > 1 && scale != 0.0f) x[size_t(i * ldx + (i * 7) % cols)] = masked;
             std::vector<float> y_simd(size_t(rows * ldy), -1.0f), y_ref = y_simd;
             ASSERT_EQ(attn_softmax_f32(simd_.get(), rows, cols, scale, x.data(), ldx, y_simd.data(), ldy), ATTN_OK);
             ASSERT_EQ(attn_softmax_f32(ref_.get(), rows, cols, scale, x.data(), ldx, y_ref.data(), ldy), ATTN_OK);
@@ -81,7 +81,7 @@ TEST_P(SoftmaxSimd, MatchesReferenceOverLengthsScalesAndStrides) {
             for (int64_t i = 0; i < rows; ++i) {
                 double sum = 0.0;
                 for (int64_t j = 0; j < cols; ++j) {
-                    if (x[size_t(i * ldx + j)] == -inf) ASSERT_EQ(got[size_t(i * cols + j)], 0.0f);
+                    if (std::isinf(x[size_t(i * ldx + j)])) ASSERT_EQ(got[size_t(i * cols + j)], 0.0f);
                     sum += got[size_t(i * cols + j)];
                 }
                 ASSERT_NEAR(sum, 1.0, 1e-5);

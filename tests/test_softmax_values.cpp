@@ -12,21 +12,19 @@ namespace {
 using attn_test::path_test;
 const float inf = std::numeric_limits<float>::infinity();
 
-// softmax(scale * x) of each row in double; -inf entries weigh 0, all -inf rows are zeros.
+// softmax(scale * x) of each row in double, on the products: a product of -inf weighs 0, a
+// row of them is zeros (finite products only beside them).
 std::vector<double> softmax_double(const std::vector<float> &x, int64_t rows, int64_t cols,
                                    double scale) {
     std::vector<double> y(x.size(), 0.0);
+    auto product = [&](int64_t i, int64_t j) { return scale * double(x[i * cols + j]); };
     for (int64_t i = 0; i < rows; ++i) {
         double m = -INFINITY;
-        for (int64_t j = 0; j < cols; ++j)
-            if (x[i * cols + j] != -inf) m = std::max(m, scale * x[i * cols + j]);
+        for (int64_t j = 0; j < cols; ++j) m = std::max(m, product(i, j));
         if (m == -INFINITY) continue;
         double sum = 0.0;
-        for (int64_t j = 0; j < cols; ++j)
-            if (x[i * cols + j] != -inf) sum += std::exp(scale * x[i * cols + j] - m);
-        for (int64_t j = 0; j < cols; ++j)
-            if (x[i * cols + j] != -inf)
-                y[i * cols + j] = std::exp(scale * x[i * cols + j] - m) / sum;
+        for (int64_t j = 0; j < cols; ++j) sum += std::exp(product(i, j) - m);
+        for (int64_t j = 0; j < cols; ++j) y[i * cols + j] = std::exp(product(i, j) - m) / sum;
     }
     return y;
 }
@@ -143,8 +141,9 @@ TEST_P(SoftmaxValues, LeadingDimensions) {
 // ---- scale * x beyond float (docs/validation.md, "Special values") -----------------------
 // The weights are those of the exact products: the entries tied at the largest scale * x
 // share the weight (1/count each, bitwise), every other entry gets 0; an entry whose product
-// overflows to -inf is 0 like a masked one, unless every unmasked entry does; x = -inf is
-// masked whatever the sign of scale; NaN still makes the row NaN.
+// overflows to -inf is 0 like a masked one, unless every unmasked entry does; an infinite x
+// counts by its product (x = -inf with scale < 0 is +inf: it takes the weight); NaN still
+// makes the row NaN.
 struct overflow_case {
     const char *name;
     float scale;
@@ -160,15 +159,21 @@ std::vector<overflow_case> overflow_cases() {
         {"the largest of unequal +inf products", 10.0f, {2e38f, big, 1e38f, big / 2}, {0, 1, 0, 0}},
         {"negative scale", -10.0f, {-big, big, -big, 1.0f}, {0.5f, 0, 0.5f, 0}},
         {"with masked entries", 10.0f, {-inf, big, -inf, big, 4.0f}, {0, 0.5f, 0, 0.5f, 0}},
-        {"masked whatever the sign of scale", -10.0f, {-inf, -big, 5.0f, -inf}, {0, 1, 0, 0}},
+        {"-inf in x, negative scale: +inf products", -10.0f, {-inf, -big, 5.0f, -inf},
+         {0.5f, 0, 0, 0.5f}},
+        {"+inf in x, negative scale: -inf product", -1.0f, {inf}, {0}},
+        {"-inf in x, negative scale: +inf product", -1.0f, {-inf}, {1}},
+        {"two rows' worth: +inf in x, scale -1", -1.0f, {inf, inf}, {0, 0}},
+        {"0 * -inf is NaN", 0.0f, {-inf, 1.0f}, {nan, nan}},
         {"NaN wins over overflow", 10.0f, {big, nan, 1.0f}, {nan, nan, nan}},
         {"0 * inf is NaN", 0.0f, {1.0f, inf, 2.0f}, {nan, nan, nan}},
         {"single column, +inf product", 10.0f, {big}, {1}},
         {"single column, -inf product", 10.0f, {-big}, {1}},
         {"every product -inf: the largest wins", 10.0f, {-big, -2e38f, -inf}, {0, 1, 0}},
-        {"every product -inf, tied", -10.0f, {big, -inf, big}, {0.5f, 0, 0.5f}},
+        {"every finite product below the range, tied", -10.0f, {big, inf, big}, {0.5f, 0, 0.5f}},
+        {"-inf in x beats overflow, negative scale", -10.0f, {big, -inf, big}, {0, 1, 0}},
         {"+inf in x", 1.0f, {inf, 1.0f, inf}, {0.5f, 0, 0.5f}},
-        {"+inf in x, negative scale", -1.0f, {inf, 1.0f, -inf}, {0, 1, 0}},
+        {"+inf in x, negative scale", -1.0f, {inf, 1.0f, -inf}, {0, 0, 1}},
         {"FLT_MAX without overflow", 1.0f, {3.4028235e38f, 3.4028235e38f, 0.0f}, {0.5f, 0.5f, 0}},
     };
     // 17 columns: products overflow in the vector body and in the tail of every ISA
@@ -213,6 +218,31 @@ TEST_P(SoftmaxValues, NegativeOverflowIsZeroBesideFiniteProducts) {
     EXPECT_EQ(y[0], 0.0f);
     EXPECT_EQ(y[3], 0.0f);
     for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+}
+
+// Infinite entries count by their products (API.md, softmax, 0.2): with scale < 0 an x of
+// +inf weighs 0 beside finite products, which are the softmax of themselves; the two rows of
+// the fuzzer's finding ([2, 1], scale -1: +inf -> 0, -inf -> 1), out of place and in place.
+TEST_P(SoftmaxValues, InfiniteEntriesCountByTheirProducts) {
+    const std::vector<float> x = {inf, 1.0f, 2.0f, inf, -0.5f,   // row 0, scale -1
+                                  0.1f, inf, -3.0f, 0.4f, inf};  // row 1
+    const auto y = run(x, 2, 5, -1.0f);
+    const auto want = softmax_double(x, 2, 5, -1.0);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+    EXPECT_EQ(y[0], 0.0f);
+    EXPECT_EQ(y[6], 0.0f);
+
+    const std::vector<float> finding = {inf, -inf};
+    for (bool in_place : {false, true}) {
+        std::vector<float> in = finding, separate(2, -7.0f);
+        float *got = in_place ? in.data() : separate.data();
+        ASSERT_EQ(attn_softmax_f32(ctx(), 2, 1, -1.0f, in.data(), 1, got, 1), ATTN_OK)
+            << attn_last_error();
+        EXPECT_EQ(got[0], 0.0f) << "x = +inf, scale = -1: a product of -inf, a masked row"
+                                << (in_place ? ", in place" : "");
+        EXPECT_EQ(got[1], 1.0f) << "x = -inf, scale = -1: a product of +inf takes the weight"
+                                << (in_place ? ", in place" : "");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, SoftmaxValues, testing::ValuesIn(attn_test::all_paths()),

@@ -116,8 +116,13 @@ attn_status attn_gemm_f32(attn_context *ctx, attn_trans trans_a, attn_trans tran
 /* ------------------------------------------------------------------------- */
 
 /* y[i,:] = softmax(scale * x[i,:]) for i < rows; x is [rows, ldx], y is [rows, ldy].
- * Stable for any finite magnitude (1e30 included). -INFINITY entries get weight 0; a row
- * that is all -INFINITY becomes all zeros; a NaN in a row makes that row NaN.
+ * Stable for any finite magnitude (1e30 included). With scale > 0, -INFINITY entries get
+ * weight 0, a row that is all -INFINITY becomes all zeros, a NaN in a row makes it NaN.
+ * For every scale, negative ones and overflow included, the weights are those of the softmax
+ * of the exact products scale * x[i,j]: a product of -inf gets weight 0 (a row of them:
+ * zeros); products of +inf share the row's weight equally and all others get 0; a NaN
+ * product (a NaN in x, or 0 * inf) makes the row NaN. So with scale < 0, x = +INFINITY is
+ * masked and x = -INFINITY takes the weight.
  * x == y with ldx == ldy (in place) is allowed; any other overlap is rejected. */
 attn_status attn_softmax_f32(attn_context *ctx, int64_t rows, int64_t cols, float scale,
                              const float *x, int64_t ldx, float *y, int64_t ldy);
@@ -167,6 +172,11 @@ void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads,
  * causal and kv_len masking and dropout as described in attn_sdpa_desc.
  * Grouped-query attention: heads_q % heads_kv == 0, query head h reads key/value head
  * h' = h / (heads_q / heads_kv). A fully masked row gives an output row of zeros (never NaN).
+ * Special scores: the score s = scale * (q . k) + mask of a visible key is a float. A score
+ * of -inf gets weight 0 (every visible score -inf: an output row of zeros, lse -INFINITY); a
+ * score of +inf or NaN makes the row's output and lse NaN. A negative scale flips the sign of
+ * an infinite dot product first: an infinite q or k, a +INFINITY mask entry or an overflow
+ * can each give +inf. (Unlike attn_softmax_f32, +inf scores do not share the weight.)
  * A key hidden from a row by causal or kv_len masking is never read for that row; any other
  * key contributes A * v even when its weight is 0 (mask -inf, dropped), so a NaN in its v row
  * reaches the output (except, with split-key decoding, where a whole key chunk of the row is
@@ -234,7 +244,8 @@ attn_status attn_mha_backward_f32(attn_context *ctx, const attn_mha_desc *d,
 /* Given attention outputs outs[p] ([rows, dim_v], dense) and their lses[p] ([rows])
  * computed over disjoint sets of keys, writes the attention over the union:
  *   lse = log sum_p exp(lses[p]),  out = sum_p exp(lses[p] - lse) * outs[p].
- * A row whose every lses[p] is -INFINITY gives zeros and lse -INFINITY. lse may be NULL. */
+ * A row whose every lses[p] is -INFINITY gives zeros and lse -INFINITY; a NaN in any lses[p]
+ * of a row (a part whose row is NaN) makes that row's out and lse NaN. lse may be NULL. */
 attn_status attn_merge_f32(attn_context *ctx, int64_t parts, int64_t rows, int64_t dim_v,
                            const float *const *outs, const float *const *lses,
                            float *out, float *lse);

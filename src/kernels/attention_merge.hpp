@@ -12,7 +12,8 @@ namespace attn::kernels {
 // Rows [0, rows) of the attention over the union of `parts` disjoint key sets:
 //   lse = log sum_p exp(lses[p][first + r]),
 //   out[r] = sum_p exp(lses[p][first + r] - lse) outs[p][(first + r) * outs_ld ...]
-// parts in index order; a part with lse -inf is skipped; all -inf gives zeros and -inf.
+// parts in index order; a part with lse -inf is skipped; all -inf gives zeros and -inf; a
+// NaN lse in any part (its row is NaN) makes the row NaN.
 template <class Arch>
 void attention_merge_rows(int64_t parts, int64_t first, int64_t rows, int64_t dim_v,
                           const float *const *outs, int64_t outs_ld, const float *const *lses,
@@ -25,7 +26,12 @@ void attention_merge_rows(int64_t parts, int64_t first, int64_t rows, int64_t di
         float *out_row = out + r * out_ld;
         float top = neg_inf;
         for (int64_t p = 0; p < parts; ++p)
-            if (lses[p][row] > top) top = lses[p][row];
+            if (lses[p][row] > top || lses[p][row] != lses[p][row]) top = lses[p][row];
+        if (top != top) {
+            for (int64_t c = 0; c < dim_v; ++c) out_row[c] = top;
+            if (lse) lse[r] = top;
+            continue;
+        }
         if (top == neg_inf) {
             for (int64_t c = 0; c < dim_v; ++c) out_row[c] = 0.0f;
             if (lse) lse[r] = neg_inf;
@@ -35,7 +41,7 @@ void attention_merge_rows(int64_t parts, int64_t first, int64_t rows, int64_t di
         for (int64_t p = 0; p < parts; ++p) sum += __builtin_expf(lses[p][row] - top);
         // w_p = exp(lses[p] - top) / sum = exp(lses[p] - lse), formed without rounding lse
         // first (an lse near 100 is only good to 8e-6 in float).
-                int64_t c = 0;
+        int64_t c = 0;
         for (; c + W <= dim_v; c += W) {
             fbatch acc(0.0f);
             for (int64_t p = 0; p < parts; ++p) {

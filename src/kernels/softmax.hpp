@@ -1,7 +1,8 @@
 // Row softmax, templated on the xsimd Arch: y[i,:] = softmax(scale * x[i,:]) for a block of
 // rows, with the semantics of the reference (src/ref/softmax.cpp; docs/validation.md, "Special
-// values"): a -inf entry is masked (weight 0, whatever the sign of scale); a row with every
-// entry masked becomes zeros; a NaN anywhere in scale*x makes the whole row NaN; no overflow
+// values"): the weights are those of the products scale * x, whatever the sign of scale: a
+// product of -inf weighs 0 and a row of them becomes zeros; a NaN product (a NaN in x, or
+// 0 * inf) makes the whole row NaN; no overflow
 // for any finite magnitude, because every exponent is scale * x - max <= 0; and when
 // scale * x overflows float, the weights are those of the exact products (overflow_row).
 //
@@ -27,14 +28,41 @@ namespace attn::kernels {
 
 namespace softmax_detail {
 
-// Loads cols - j (< lanes) floats of a row tail, filling the rest with -inf (masked).
+// scale * x rounded to float, and kept rounded: the empty asm statement hides the product
+// from the optimiser, which would otherwise fuse it with the subtraction of the max that
+// follows into one multiply-add (GCC contracts by default in C++). The fused form uses the
+// exact product, while the max came from rounded ones, so at the maximum the exponent would
+// be the product's rounding error instead of 0; for |scale*x| ~ 1e30 that is +-1e23, and
+// exp turns the row into inf or 0 (then NaN). The statement emits no instruction.
 template <class Arch>
-inline xsimd::batch<float, Arch> load_tail(const float *row, int64_t j, int64_t cols) {
+inline xsimd::batch<float, Arch> rounded_product(const xsimd::batch<float, Arch> &scale,
+                                                 const xsimd::batch<float, Arch> &x) {
+    typename xsimd::batch<float, Arch>::register_type p = scale * x;
+    asm("" : "+x"(p));
+    return p;
+}
+
+// Loads cols - j (< lanes) floats of a row tail, filling the rest with `fill`.
+template <class Arch>
+inline xsimd::batch<float, Arch> load_tail(const float *row, int64_t j, int64_t cols,
+                                           float fill) {
     using fbatch = xsimd::batch<float, Arch>;
     alignas(64) float tail[fbatch::size];
-    for (int64_t t = 0; t < int64_t(fbatch::size); ++t)
-        tail[t] = j + t < cols ? row[j + t] : -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < int64_t(fbatch::size); ++t) tail[t] = j + t < cols ? row[j + t] : fill;
     return fbatch::load_aligned(tail);
+}
+
+// The products fl(scale * x) of a row tail, -inf (weight 0) in the lanes past the row: the
+// fill is applied to the products, since scale * (-inf) is +inf or NaN for scale <= 0.
+template <class Arch>
+inline xsimd::batch<float, Arch> tail_products(const xsimd::batch<float, Arch> &scale,
+                                               const float *row, int64_t j, int64_t cols) {
+    using fbatch = xsimd::batch<float, Arch>;
+    alignas(64) float live[fbatch::size];
+    for (int64_t t = 0; t < int64_t(fbatch::size); ++t) live[t] = j + t < cols ? 1.0f : 0.0f;
+    return xsimd::select(fbatch::load_aligned(live) != fbatch(0.0f),
+                         rounded_product(scale, load_tail<Arch>(row, j, cols, 0.0f)),
+                         fbatch(-std::numeric_limits<float>::infinity()));
 }
 
 template <class Arch>
@@ -50,36 +78,22 @@ inline void fill_row(float *row, int64_t cols, float value) {
     for (int64_t j = 0; j < cols; ++j) row[j] = value;
 }
 
-// scale * x rounded to float, and kept rounded: the empty asm statement hides the product
-// from the optimiser, which would otherwise fuse it with the subtraction of the max that
-// follows into one multiply-add (GCC contracts by default in C++). The fused form uses the
-// exact product, while the max came from rounded ones, so at the maximum the exponent would
-// be the product's rounding error instead of 0; for |scale*x| ~ 1e30 that is +-1e23, and
-// exp turns the row into inf or 0 (then NaN). The statement emits no instruction.
-template <class Arch>
-inline xsimd::batch<float, Arch> rounded_product(const xsimd::batch<float, Arch> &scale,
-                                                 const xsimd::batch<float, Arch> &x) {
-    typename xsimd::batch<float, Arch>::register_type p = scale * x;
-    asm("" : "+x"(p));
-    return p;
-}
-
 // Weights of a row whose largest fl(scale * x_j) is +inf or -inf (NaN rows excluded):
-// some product overflowed float, x holds +-inf, or every entry is masked. The exact products
+// some product overflowed float, x holds +-inf, or every product is -inf. The exact products
 // p_j = scale * x_j decide, and a product of two floats is exact in double. Two distinct x
 // give products that differ by more than 2^-24 of the smaller magnitude, which for an
 // overflowing product (|p| >= 2^128 - 2^103) is more than 2^103, so exp(p_j - max p) is
 // 0 in float for every p_j below the max: the entries tied at the max share the weight
 // equally (1/count), all others get 0. An infinite p_j ties only with equal infinities
-// (the limit where they grow together). No unmasked entry: zeros.
+// (the limit where they grow together). Every exact product -inf: zeros.
 template <class Arch>
 void overflow_row(int64_t cols, float scale, const float *x, float *y) {
-    const float masked = -std::numeric_limits<float>::infinity();
-    double top = -std::numeric_limits<double>::infinity();
+    const double minus_inf = -std::numeric_limits<double>::infinity();
+    double top = minus_inf;
     int64_t ties = 0;
     for (int64_t j = 0; j < cols; ++j) {
-        if (x[j] == masked) continue;
         const double p = double(scale) * double(x[j]);
+        if (p == minus_inf) continue;
         if (p > top) {
             top = p;
             ties = 1;
@@ -89,8 +103,8 @@ void overflow_row(int64_t cols, float scale, const float *x, float *y) {
     }
     const float weight = ties > 0 ? 1.0f / float(ties) : 0.0f;
     for (int64_t j = 0; j < cols; ++j) {
-        const bool tied = x[j] != masked && double(scale) * double(x[j]) == top;
-        y[j] = tied ? weight : 0.0f;  // x[j] is read before y[j] is written (in place)
+        const double p = double(scale) * double(x[j]);
+        y[j] = ties > 0 && p == top ? weight : 0.0f;  // x[j] is read before y[j] is written
     }
 }
 
@@ -106,11 +120,10 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
     const fbatch neg_inf_v(-inf), scale_v(scale);
     const int64_t full = cols - cols % W;
 
-    // s_j = fl(scale*x_j), -inf when x_j is masked. (No multiply-add can absorb this
-    // product: only the select reads it.)
-    auto scaled = [&](const fbatch &xv) {
-        return xsimd::select(xv == neg_inf_v, neg_inf_v, scale_v * xv);
-    };
+    // s_j = fl(scale*x_j); -inf (an infinite x times a scale of the other sign, or a product
+    // below the float range) weighs 0. (No multiply-add can absorb this product: only the
+    // max and the store read it.)
+    auto scaled = [&](const fbatch &xv) { return rounded_product(scale_v, xv); };
 
     // Pass 1: m = max_j s_j; NaN in any s_j (a NaN x, or 0 * inf) is remembered. Out of
     // place, s_j is also stored in y for pass 2, and x stays intact for overflow_row. In
@@ -131,7 +144,7 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
         if constexpr (!InPlace) sv.store_unaligned(y + j);
     }
     if (j < cols) {
-        const fbatch sv = scaled(load_tail<Arch>(x, j, cols));
+        const fbatch sv = tail_products<Arch>(scale_v, x, j, cols);
         max_step(sv);
         if constexpr (!InPlace) store_tail<Arch>(sv, y, j, cols);
     }
@@ -140,25 +153,29 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
         return;
     }
     const float m = reduce_max(max_v);
-    if (m == inf || m == -inf) {  // overflow, +-inf in x, or every entry masked
+    if (m == inf || m == -inf) {  // overflow, an infinite product, or every product -inf
         overflow_row<Arch>(cols, scale, x, y);
         return;
     }
 
-    // Pass 2: e_j = exp(s_j - m) (0 when masked), into y; sum_j e_j. s_j is the same
-    // rounded product that gave m, so the exponent at the maximum is exactly 0.
+    // Pass 2: e_j = exp(s_j - m) (0 for a product of -inf), into y; sum_j e_j. s_j is the
+    // same rounded product that gave m, so the exponent at the maximum is exactly 0.
     const fbatch m_v(m);
     fbatch sum_v(0.0f);
-    const float *src = InPlace ? x : y;  // x, or s as pass 1 stored it: -inf when masked
+    const float *src = InPlace ? x : y;  // x, or s as pass 1 stored it
     auto exp_step = [&](const fbatch &v) {
         const fbatch sv = InPlace ? rounded_product(scale_v, v) : v;
-        const fbatch e = xsimd::select(v == neg_inf_v, fbatch(0.0f), exp<Arch>(sv - m_v));
+        const fbatch e = xsimd::select(sv == neg_inf_v, fbatch(0.0f), exp<Arch>(sv - m_v));
         sum_v += e;
         return e;
     };
     for (j = 0; j < full; j += W) exp_step(fbatch::load_unaligned(src + j)).store_unaligned(y + j);
     if (j < cols) {
-        const fbatch e = exp_step(load_tail<Arch>(src, j, cols));  // tail lanes -inf: e = 0
+        // lanes past the row: products of -inf, e = 0 (in place, s is recomputed from x)
+        const fbatch sv = InPlace ? tail_products<Arch>(scale_v, x, j, cols)
+                                  : load_tail<Arch>(y, j, cols, -inf);
+        const fbatch e = xsimd::select(sv == neg_inf_v, fbatch(0.0f), exp<Arch>(sv - m_v));
+        sum_v += e;
         store_tail<Arch>(e, y, j, cols);
     }
 

@@ -13,9 +13,15 @@ void merge(int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
     for (int64_t r = 0; r < rows; ++r) {
         float *out_row = out + r * dim_v;
         // m = max_p lses[p][r], subtracted so the exponentials cannot overflow.
+        // A NaN lse (a part whose row is NaN) makes the merged row NaN.
         float m = neg_inf;
         for (int64_t p = 0; p < parts; ++p)
-            if (lses[p][r] > m) m = lses[p][r];
+            if (lses[p][r] > m || std::isnan(lses[p][r])) m = lses[p][r];
+        if (std::isnan(m)) {
+            for (int64_t c = 0; c < dim_v; ++c) out_row[c] = m;
+            if (lse) lse[r] = m;
+            continue;
+        }
         if (m == neg_inf) {  // no part saw an unmasked key
             for (int64_t c = 0; c < dim_v; ++c) out_row[c] = 0.0f;
             if (lse) lse[r] = neg_inf;
