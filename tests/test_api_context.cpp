@@ -19,6 +19,8 @@ using attn_test::make_context;
 
 const char *expected_isa_name(attn_isa isa) {
     switch (isa) {
+    case ATTN_ISA_AMX: return "amx";
+    case ATTN_ISA_AVX512_BF16: return "avx512_bf16";
     case ATTN_ISA_AVX512: return "avx512";
     case ATTN_ISA_AVX2: return "avx2";
     case ATTN_ISA_SSE4: return "sse4";
@@ -47,6 +49,7 @@ TEST(ApiContext, ConfigInitGivesDefaults) {
     EXPECT_EQ(cfg.impl, ATTN_IMPL_AUTO);
     EXPECT_EQ(cfg.max_isa, ATTN_ISA_AUTO);
     EXPECT_EQ(cfg.num_threads, 0);
+    EXPECT_EQ(cfg.fpmath, ATTN_FPMATH_STRICT);
     attn_config_init(nullptr);  // tolerated
 }
 
@@ -73,10 +76,11 @@ TEST(ApiContext, ReferenceIsScalarWhateverTheCap) {
 
 // Every cap up to what the CPU has is honoured and named; every cap above it is
 // ATTN_UNSUPPORTED with a message naming the requested and the available ISA. On a CPU
-// with AVX-512 only the first branch runs.
+// with AMX only the first branch runs.
 TEST(ApiContext, IsaCapIsHonouredOrUnsupported) {
     const attn_isa best = attn::kernels::best_supported_isa();
-    for (attn_isa cap : {ATTN_ISA_SCALAR, ATTN_ISA_SSE4, ATTN_ISA_AVX2, ATTN_ISA_AVX512}) {
+    for (attn_isa cap : {ATTN_ISA_SCALAR, ATTN_ISA_SSE4, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
+                         ATTN_ISA_AVX512_BF16, ATTN_ISA_AMX}) {
         for (attn_impl impl : {ATTN_IMPL_AUTO, ATTN_IMPL_SIMD}) {
             attn_config cfg;
             attn_config_init(&cfg);
@@ -111,12 +115,17 @@ TEST(ApiContext, InvalidConfigsAreRejectedWithTheirValue) {
     const bad_config cases[] = {
         {{attn_impl(3), ATTN_ISA_AUTO, 0}, "attn_context_create: cfg->impl = 3, must be"},
         {{attn_impl(-1), ATTN_ISA_AUTO, 0}, "attn_context_create: cfg->impl = -1, must be"},
-        {{ATTN_IMPL_SIMD, attn_isa(5), 0}, "attn_context_create: cfg->max_isa = 5, must be"},
+        {{ATTN_IMPL_SIMD, attn_isa(7), 0}, "attn_context_create: cfg->max_isa = 7, must be"},
         {{ATTN_IMPL_AUTO, attn_isa(-2), 0}, "attn_context_create: cfg->max_isa = -2, must be"},
         {{ATTN_IMPL_AUTO, ATTN_ISA_AUTO, -1},
          "attn_context_create: cfg->num_threads = -1, must be >= 0"},
         {{ATTN_IMPL_REFERENCE, ATTN_ISA_AUTO, -8},
          "attn_context_create: cfg->num_threads = -8, must be >= 0"},
+        {{ATTN_IMPL_AUTO, ATTN_ISA_AUTO, 0, attn_fpmath(2)},
+         "attn_context_create: cfg->fpmath = 2, must be ATTN_FPMATH_STRICT (0) or "
+         "ATTN_FPMATH_BF16 (1)"},
+        {{ATTN_IMPL_REFERENCE, ATTN_ISA_AUTO, 0, attn_fpmath(-1)},
+         "attn_context_create: cfg->fpmath = -1, must be"},
     };
     for (const bad_config &c : cases) {
         attn_context *ctx = nullptr;
@@ -210,7 +219,7 @@ TEST(ApiStatus, StringsAreStaticDistinctAndNeverNull) {
 }
 
 TEST(ApiStatus, VersionMatchesTheMacros) {
-    EXPECT_STREQ(attn_version(), "0.1.0");
+    EXPECT_STREQ(attn_version(), "0.2.0");
     EXPECT_EQ(attn_version(), attn_version());  // static text
     const std::string want = std::to_string(ATTN_VERSION_MAJOR) + "." +
                              std::to_string(ATTN_VERSION_MINOR) + "." +

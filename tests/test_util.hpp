@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <ostream>
@@ -45,15 +46,31 @@ struct path {
 // GoogleTest prints a parameter with this instead of its bytes.
 inline void PrintTo(const path &p, std::ostream *os) { *os << p.name; }
 
+// Every SIMD level the library has, in order, with its test name.
+inline const std::vector<std::pair<attn_isa, const char *>> &simd_levels() {
+    static const std::vector<std::pair<attn_isa, const char *>> levels = {
+        {ATTN_ISA_SSE4, "simd_sse4"},
+        {ATTN_ISA_AVX2, "simd_avx2"},
+        {ATTN_ISA_AVX512, "simd_avx512"},
+        {ATTN_ISA_AVX512_BF16, "simd_avx512_bf16"},
+        {ATTN_ISA_AMX, "simd_amx"}};
+    return levels;
+}
+
 // The reference first, then every SIMD ISA this CPU supports (so a bug in the AVX2 path
-// cannot hide on an AVX-512 machine).
+// cannot hide on an AVX-512 machine). The levels this CPU lacks are named once on stderr,
+// and tests/test_isa_levels.cpp reports each as a skipped test.
 inline std::vector<path> all_paths() {
     std::vector<path> out{{ATTN_IMPL_REFERENCE, ATTN_ISA_AUTO, "reference"}};
-    const std::pair<attn_isa, const char *> isas[] = {
-        {ATTN_ISA_SSE4, "simd_sse4"}, {ATTN_ISA_AVX2, "simd_avx2"}, {ATTN_ISA_AVX512, "simd_avx512"}};
-    for (auto [isa, name] : isas) {
-        if (make_context(ATTN_IMPL_SIMD, isa)) out.push_back({ATTN_IMPL_SIMD, isa, name});
+    static bool told = false;
+    for (auto [isa, name] : simd_levels()) {
+        if (make_context(ATTN_IMPL_SIMD, isa))
+            out.push_back({ATTN_IMPL_SIMD, isa, name});
+        else if (!told)
+            std::fprintf(stderr, "attn tests: %s skipped: this CPU (or its OS) lacks the level\n",
+                         name);
     }
+    told = true;
     return out;
 }
 

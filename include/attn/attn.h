@@ -28,10 +28,10 @@ extern "C" {
 /* ------------------------------------------------------------------------- */
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
 
-/* "0.1.0": the version of the library actually linked. */
+/* "0.2.0": the version of the library actually linked. */
 const char *attn_version(void);
 
 typedef enum attn_status {
@@ -68,16 +68,29 @@ typedef enum attn_isa {
     ATTN_ISA_SCALAR = 1,
     ATTN_ISA_SSE4 = 2,
     ATTN_ISA_AVX2 = 3,
-    ATTN_ISA_AVX512 = 4
+    ATTN_ISA_AVX512 = 4,
+    ATTN_ISA_AVX512_BF16 = 5, /* AVX-512 with VDPBF16PS (Cooper Lake, Zen 4 and later): "avx512_bf16" */
+    ATTN_ISA_AMX = 6          /* AMX-BF16 tiles with AVX512-BF16 (Sapphire Rapids and later): "amx"
+                                 (only when the OS grants the tile state, see attn_context_isa) */
 } attn_isa;
+
+/* How f32 and f16 inputs may be multiplied. */
+typedef enum attn_fpmath {
+    ATTN_FPMATH_STRICT = 0, /* products in the precision of the stored inputs (default)        */
+    ATTN_FPMATH_BF16 = 1    /* f32 and f16 inputs may be rounded to bf16 for the products; sums,
+                               softmax and accumulation stay f32 (as oneDNN's fpmath_mode bf16) */
+} attn_fpmath;
 
 typedef struct attn_config {
     attn_impl impl;
     attn_isa max_isa; /* cap for runtime dispatch; above what the CPU has -> ATTN_UNSUPPORTED */
     int num_threads;  /* 0 = all hardware threads; n >= 1 = at most n */
+    attn_fpmath fpmath; /* appended in 0.2; init: ATTN_FPMATH_STRICT. A value outside the enum:
+                           attn_context_create returns ATTN_INVALID_ARGUMENT */
 } attn_config;
 
-/* Fills *cfg with the defaults: ATTN_IMPL_AUTO, ATTN_ISA_AUTO, 0 threads (= all). */
+/* Fills *cfg with the defaults: ATTN_IMPL_AUTO, ATTN_ISA_AUTO, 0 threads (= all),
+ * ATTN_FPMATH_STRICT. */
 void attn_config_init(attn_config *cfg);
 
 /* Creates a context; cfg NULL = defaults. A context owns its thread pool and may be
@@ -88,12 +101,40 @@ attn_status attn_context_create(const attn_config *cfg, attn_context **ctx);
 /* Destroys a context; NULL is fine. */
 void attn_context_destroy(attn_context *ctx);
 
-/* The instruction set the context's kernels use: "avx512", "avx2", "sse4" or "scalar"
- * (the reference implementation always reports "scalar"). NULL = the default context. */
+/* The instruction set the context's kernels use: "amx", "avx512_bf16", "avx512", "avx2",
+ * "sse4" or "scalar" (the reference implementation always reports "scalar"). NULL = the
+ * default context. The levels are detected at run time from CPUID and the OS: AVX-512 needs
+ * the OS to save the ZMM state, AMX also the tile state (XCR0) and the permission the Linux
+ * kernel grants through arch_prctl(ARCH_REQ_XCOMP_PERM); if it refuses, "amx" is absent.
+ * f32 work under ATTN_FPMATH_STRICT runs the AVX-512 kernels on avx512_bf16 and amx. */
 const char *attn_context_isa(const attn_context *ctx);
 
 /* The number of threads the context computes with (>= 1). NULL = the default context. */
 int attn_context_num_threads(const attn_context *ctx);
+
+/* ------------------------------------------------------------------------- */
+/* Element types and conversion                                              */
+/* ------------------------------------------------------------------------- */
+
+typedef enum attn_dtype {
+    ATTN_DTYPE_F32 = 0,  /* IEEE binary32                                  */
+    ATTN_DTYPE_BF16 = 1, /* bfloat16, as uint16_t bit patterns             */
+    ATTN_DTYPE_F16 = 2   /* IEEE binary16 (half), as uint16_t bit patterns */
+} attn_dtype;
+
+/* Bytes of one element: 4, 2, 2; 0 for a value outside the enum. */
+size_t attn_dtype_size(attn_dtype t);
+
+/* dst[i] = src[i] converted from src_type to dst_type, for i < n (n elements, contiguous).
+ * Round to nearest even; a NaN stays a NaN (narrowing from f32 gives a quiet NaN, keeping
+ * the sign and the top payload bits); +-inf stays +-inf; values beyond the target's range
+ * become +-inf. Subnormals are kept, with one exception on every path: f32 subnormals become
+ * +-0 when converted to bf16 (as the hardware's vcvtneps2bf16 does). Equal types copy.
+ * src == dst with equal element sizes (in place) is allowed; any other overlap is rejected.
+ * n == 0 does nothing (the pointers may then be NULL). These are also the rules of every
+ * rounding inside the kernels. */
+attn_status attn_convert(attn_context *ctx, int64_t n, const void *src, attn_dtype src_type,
+                         void *dst, attn_dtype dst_type);
 
 /* ------------------------------------------------------------------------- */
 /* Matrix product                                                            */
@@ -110,6 +151,18 @@ attn_status attn_gemm_f32(attn_context *ctx, attn_trans trans_a, attn_trans tran
                           int64_t m, int64_t n, int64_t k, float alpha,
                           const float *a, int64_t lda, const float *b, int64_t ldb,
                           float beta, float *c, int64_t ldc);
+
+/* As attn_gemm_f32 (which equals this call with three F32 types, bitwise), in the style of
+ * cuBLAS's cublasGemmEx: a, b and c are arrays of their types (leading dimensions in
+ * elements); products accumulate in f32; C is read (beta != 0) and written in c_type,
+ * rounded once; k == 0 gives C = beta * C (zeros when beta == 0), as cblas. With
+ * ATTN_FPMATH_STRICT the products are exact products of the stored values; with
+ * ATTN_FPMATH_BF16 f32 and f16 inputs may be rounded to bf16 first. */
+attn_status attn_gemm(attn_context *ctx, attn_trans trans_a, attn_trans trans_b,
+                      int64_t m, int64_t n, int64_t k, float alpha,
+                      const void *a, attn_dtype a_type, int64_t lda,
+                      const void *b, attn_dtype b_type, int64_t ldb,
+                      float beta, void *c, attn_dtype c_type, int64_t ldc);
 
 /* ------------------------------------------------------------------------- */
 /* Softmax                                                                   */
@@ -161,10 +214,14 @@ typedef struct attn_sdpa_desc {
                                  probabilities before dropout (the matrix A)                   */
     float *lse;               /* optional out, dense [batch, heads_q, len_q]: natural-log
                                  logsumexp of the masked, scaled scores; -INFINITY if fully masked */
+    /* 0.2: element types (init ATTN_DTYPE_F32). mask, weights and lse stay f32. */
+    attn_dtype q_type;        /* q                                                          */
+    attn_dtype kv_type;       /* k and v (a KV cache is one type)                           */
+    attn_dtype out_type;      /* out                                                        */
 } attn_sdpa_desc;
 
 /* Dense BHSD layouts, heads_q = heads_kv = heads, dim_qk = dim_v = dim, scale 1/sqrt(dim),
- * no mask, no causal, no kv_len, no dropout, no weights, no lse. */
+ * no mask, no causal, no kv_len, no dropout, no weights, no lse, every type ATTN_DTYPE_F32. */
 void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads,
                          int64_t len_q, int64_t len_kv, int64_t dim);
 
@@ -185,6 +242,19 @@ void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads,
  * O(len * dim): the len_q x len_kv matrix is never built. */
 attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d,
                           const float *q, const float *k, const float *v, float *out);
+
+/* attn_sdpa_f32 with element types: q is an array of d->q_type, k and v of d->kv_type, out
+ * of d->out_type (strides in elements of those types). Every type combination is accepted;
+ * a type outside the enum is ATTN_INVALID_ARGUMENT naming the field. attn_sdpa_f32 is this
+ * call restricted to three F32 types (any other type there: ATTN_INVALID_ARGUMENT naming the
+ * field). Numerics with 16-bit inputs: scores are the exact products of the stored values
+ * summed in f32; softmax in f32; P may be rounded to bf16 before P V only when V is bf16 or
+ * under ATTN_FPMATH_BF16; the output accumulates in f32 and is rounded once to out_type.
+ * Against a float64 computation on the same stored inputs the error is at most twice that
+ * of a plain 16-bit computation (inputs as stored, products summed in f32, output rounded
+ * once), plus a few units in the last place. */
+attn_status attn_sdpa(attn_context *ctx, const attn_sdpa_desc *d,
+                      const void *q, const void *k, const void *v, void *out);
 
 /* Gradients of a scalar loss with respect to q, k, v given dout (layout of out), for the
  * same d (same mask, causal, dropout seed). lse is the forward's (NULL: recomputed).

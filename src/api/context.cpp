@@ -14,6 +14,8 @@ namespace attn::api {
 
 const char *isa_name(attn_isa isa) {
     switch (isa) {
+    case ATTN_ISA_AMX: return "amx";
+    case ATTN_ISA_AVX512_BF16: return "avx512_bf16";
     case ATTN_ISA_AVX512: return "avx512";
     case ATTN_ISA_AVX2: return "avx2";
     case ATTN_ISA_SSE4: return "sse4";
@@ -36,10 +38,16 @@ attn_status make_context(const char *function, const attn_config *cfg,
                        function, impl);
         return ATTN_INVALID_ARGUMENT;
     }
-    if (max_isa < ATTN_ISA_AUTO || max_isa > ATTN_ISA_AVX512) {
-        set_last_error("%s: cfg->max_isa = %d, must be in [ATTN_ISA_AUTO (0), ATTN_ISA_AVX512 "
-                       "(4)]",
+    if (max_isa < ATTN_ISA_AUTO || max_isa > ATTN_ISA_AMX) {
+        set_last_error("%s: cfg->max_isa = %d, must be in [ATTN_ISA_AUTO (0), ATTN_ISA_AMX (6)]",
                        function, max_isa);
+        return ATTN_INVALID_ARGUMENT;
+    }
+    const int fpmath = enum_int(c.fpmath);
+    if (fpmath != ATTN_FPMATH_STRICT && fpmath != ATTN_FPMATH_BF16) {
+        set_last_error("%s: cfg->fpmath = %d, must be ATTN_FPMATH_STRICT (0) or "
+                       "ATTN_FPMATH_BF16 (1)",
+                       function, fpmath);
         return ATTN_INVALID_ARGUMENT;
     }
     if (c.num_threads < 0) {
@@ -50,6 +58,7 @@ attn_status make_context(const char *function, const attn_config *cfg,
 
     auto ctx = std::make_unique<attn_context>();
     ctx->impl = c.impl;
+    ctx->fpmath = c.fpmath;
     if (c.impl == ATTN_IMPL_REFERENCE) {
         // The reference is scalar code on every CPU: the ISA cap does not apply to it.
         ctx->reference = true;
@@ -97,6 +106,7 @@ attn::ops::exec exec_for(const attn_context &ctx) {
     ex.isa = ctx.isa;
     ex.arena = ctx.arena.get();
     ex.num_threads = ctx.num_threads;
+    ex.fpmath = ctx.fpmath;
     return ex;
 }
 
@@ -109,6 +119,7 @@ void attn_config_init(attn_config *cfg) {
     cfg->impl = ATTN_IMPL_AUTO;
     cfg->max_isa = ATTN_ISA_AUTO;
     cfg->num_threads = 0;
+    cfg->fpmath = ATTN_FPMATH_STRICT;
 }
 
 attn_status attn_context_create(const attn_config *cfg, attn_context **ctx) {

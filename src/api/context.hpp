@@ -14,6 +14,7 @@ struct attn_context {
     bool reference = true;            // the scalar reference path runs every op
     attn_isa isa = ATTN_ISA_SCALAR;   // resolved: never ATTN_ISA_AUTO
     int num_threads = 1;              // >= 1: the arena's concurrency, <= the hardware
+    attn_fpmath fpmath = ATTN_FPMATH_STRICT;
     std::unique_ptr<tbb::task_arena> arena;
 };
 
@@ -33,7 +34,7 @@ const attn_context &context_or_default(const attn_context *ctx);
 // What the drivers in src/ops need from a context.
 attn::ops::exec exec_for(const attn_context &ctx);
 
-// "avx512", "avx2", "sse4", "scalar"; "unknown" outside the enum.
+// "amx", "avx512_bf16", "avx512", "avx2", "sse4", "scalar"; "unknown" outside the enum.
 const char *isa_name(attn_isa isa);
 
 }  // namespace attn::api

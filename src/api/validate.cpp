@@ -10,13 +10,13 @@
 namespace attn::api {
 
 namespace {
-constexpr int64_t kElementBytes = 4;  // float and int32 alike
 constexpr const char *kBhsdDimNames[4] = {"batch", "head", "seq", "dim"};
 }  // namespace
 
 tensor_ref bhsd_tensor(const char *name, const void *data, int64_t batch, int64_t heads,
-                       int64_t seq, int64_t dim, const attn_layout &layout) {
+                       int64_t seq, int64_t dim, const attn_layout &layout, int64_t elem_bytes) {
     tensor_ref t;
+    t.elem_bytes = elem_bytes;
     t.name = name;
     t.data = data;
     t.rank = 4;
@@ -28,8 +28,9 @@ tensor_ref bhsd_tensor(const char *name, const void *data, int64_t batch, int64_
 }
 
 tensor_ref matrix_tensor(const char *name, const void *data, int64_t rows, int64_t cols,
-                         int64_t ld) {
+                         int64_t ld, int64_t elem_bytes) {
     tensor_ref t;
+    t.elem_bytes = elem_bytes;
     t.name = name;
     t.data = data;
     t.rank = 2;
@@ -40,8 +41,9 @@ tensor_ref matrix_tensor(const char *name, const void *data, int64_t rows, int64
     return t;
 }
 
-tensor_ref vector_tensor(const char *name, const void *data, int64_t n) {
+tensor_ref vector_tensor(const char *name, const void *data, int64_t n, int64_t elem_bytes) {
     tensor_ref t;
+    t.elem_bytes = elem_bytes;
     t.name = name;
     t.data = data;
     t.rank = 1;
@@ -78,6 +80,11 @@ void checker::not_null(const void *p, const char *what, const char *when) {
 void checker::enum_value(int value, int lo, int hi, const char *what, const char *allowed) {
     if (failed() || (value >= lo && value <= hi)) return;
     fail(ATTN_INVALID_ARGUMENT, "%s = %d, must be %s", what, value, allowed);
+}
+
+void checker::dtype(attn_dtype t, const char *what) {
+    enum_value(enum_int(t), ATTN_DTYPE_F32, ATTN_DTYPE_F16, what,
+               "ATTN_DTYPE_F32 (0), ATTN_DTYPE_BF16 (1) or ATTN_DTYPE_F16 (2)");
 }
 
 void checker::finite(float value, const char *what) {
@@ -132,7 +139,7 @@ void checker::span(tensor_ref &t) {
     for (int i = 0; i < t.rank; ++i)
         if (t.size[i] <= 0) return;  // no elements: touches nothing
 
-    // highest element offset = sum_i (size_i - 1) * stride_i; bytes = (offset + 1) * 4
+    // highest element offset = sum_i (size_i - 1) * stride_i; bytes = (offset + 1) * elem_bytes
     int64_t last = 0, bytes = 0;
     bool overflow = false;
     for (int i = 0; i < t.rank; ++i) {
@@ -141,7 +148,7 @@ void checker::span(tensor_ref &t) {
         overflow |= __builtin_add_overflow(last, term, &last);
     }
     overflow |= __builtin_add_overflow(last, int64_t(1), &bytes);
-    overflow |= __builtin_mul_overflow(bytes, kElementBytes, &bytes);
+    overflow |= __builtin_mul_overflow(bytes, t.elem_bytes, &bytes);
     uintptr_t end = 0;
     overflow |= __builtin_add_overflow(base, uintptr_t(bytes), &end);
     if (overflow) {

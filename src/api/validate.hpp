@@ -19,26 +19,28 @@
 
 namespace attn::api {
 
-// A strided tensor of 4-byte elements (float or int32) as the overlap checks see it:
-// up to 4 dims, sizes >= 0, strides >= 0 in elements, the last stride 1 for dense rows.
+// A strided tensor as the overlap checks see it: up to 4 dims, sizes >= 0, strides >= 0 in
+// elements of elem_bytes each (4 for f32 and int32, 2 for bf16 and f16), the last stride 1.
 struct tensor_ref {
     const char *name = "";  // as messages name it: "q", "desc->weights", "outs[2]"
     const void *data = nullptr;
     int rank = 0;
     int64_t size[4] = {0, 0, 0, 0};
     int64_t stride[4] = {0, 0, 0, 0};
+    int64_t elem_bytes = 4;
     // Filled by checker::span: the bytes [lo, hi) the tensor can touch; lo == hi if empty.
     uintptr_t lo = 0, hi = 0;
 };
 
 // [batch, heads, seq, dim] with the layout's strides and a contiguous dim.
 tensor_ref bhsd_tensor(const char *name, const void *data, int64_t batch, int64_t heads,
-                       int64_t seq, int64_t dim, const attn_layout &layout);
+                       int64_t seq, int64_t dim, const attn_layout &layout,
+                       int64_t elem_bytes = 4);
 // Dense row-major [rows, cols] with leading dimension ld.
 tensor_ref matrix_tensor(const char *name, const void *data, int64_t rows, int64_t cols,
-                         int64_t ld);
+                         int64_t ld, int64_t elem_bytes = 4);
 // Dense, n contiguous elements.
-tensor_ref vector_tensor(const char *name, const void *data, int64_t n);
+tensor_ref vector_tensor(const char *name, const void *data, int64_t n, int64_t elem_bytes = 4);
 
 // The integer a C caller passed for an enum, read through its bytes: C allows any int, but
 // in C++ loading a value outside the enum's range (0..1 for attn_trans) is undefined.
@@ -67,6 +69,8 @@ public:
     void not_null(const void *p, const char *what, const char *when = nullptr);
     // One of the enum's values lo..hi; `allowed` lists them for the message.
     void enum_value(int value, int lo, int hi, const char *what, const char *allowed);
+    // One of attn_dtype's values; `what` names the field ("desc->q_type", "a_type").
+    void dtype(attn_dtype t, const char *what);
     // A finite float (not NaN, not +-inf).
     void finite(float value, const char *what);
     // A probability in [0, 1) (NaN fails).

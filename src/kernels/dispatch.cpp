@@ -1,11 +1,63 @@
 // Runtime ISA dispatch: which kernel table this CPU can run. Compiled without ISA flags.
 #include "kernels/kernels.hpp"
 
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace attn::kernels {
 
 const kernel_table *kernel_table_sse4();
 const kernel_table *kernel_table_avx2();
 const kernel_table *kernel_table_avx512();
+const kernel_table *kernel_table_avx512_bf16();
+const kernel_table *kernel_table_amx();
+
+namespace {
+
+// XCR0: which register states the OS saves and restores (XGETBV needs OSXSAVE, checked).
+uint64_t os_saved_states() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t(hi) << 32) | lo;
+}
+
+// CPUID leaf 1 ECX bit 29: F16C (VCVTPH2PS, VCVTPS2PH), used by the AVX2 and AVX-512 levels
+// for f16 tensors; every AVX2 CPU has it.
+bool cpu_has_f16c() {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+// CPUID leaf 7, subleaf 1, EAX bit 5: AVX512_BF16 (VCVTNE2PS2BF16, VDPBF16PS).
+bool cpu_has_avx512_bf16() {
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1;
+}
+
+// AMX-BF16 and AMX-TILE (CPUID leaf 7 EDX bits 22, 24), the tile configuration and data
+// states enabled in XCR0 (bits 17, 18), and the Linux kernel's permission for this process
+// to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA; Linux 5.16+).
+// The permission is per process and asked for once; if the kernel refuses, AMX is absent.
+bool amx_usable() {
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
+    if (!amx_bf16 || !amx_tile) return false;
+    const uint64_t tile_states = (uint64_t(1) << 17) | (uint64_t(1) << 18);
+    if ((os_saved_states() & tile_states) != tile_states) return false;
+    constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    static const bool granted = syscall(SYS_arch_prctl, arch_req_xcomp_perm,
+                                        xfeature_xtiledata) == 0;
+    return granted;
+}
+
+}  // namespace
 
 attn_isa best_supported_isa() {
     // __builtin_cpu_supports consults CPUID and, for AVX and AVX-512, whether the OS saves
@@ -13,15 +65,24 @@ attn_isa best_supported_isa() {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("fma")) {
+        if (!cpu_has_avx512_bf16()) return ATTN_ISA_AVX512;
+        return amx_usable() ? ATTN_ISA_AMX : ATTN_ISA_AVX512_BF16;
+    }
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("fma"))
         return ATTN_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ATTN_ISA_AVX2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
+        return ATTN_ISA_AVX2;
     if (__builtin_cpu_supports("sse4.2")) return ATTN_ISA_SSE4;
     return ATTN_ISA_SCALAR;
 }
 
 const kernel_table *kernel_table_for(attn_isa isa) {
     switch (isa) {
+    case ATTN_ISA_AMX: return kernel_table_amx();
+    case ATTN_ISA_AVX512_BF16: return kernel_table_avx512_bf16();
     case ATTN_ISA_AVX512: return kernel_table_avx512();
     case ATTN_ISA_AVX2: return kernel_table_avx2();
     case ATTN_ISA_SSE4: return kernel_table_sse4();

@@ -23,6 +23,7 @@ struct exec {
     attn_isa isa = ATTN_ISA_SCALAR;
     tbb::task_arena *arena = nullptr;  // null: run on the calling thread only
     int num_threads = 1;
+    attn_fpmath fpmath = ATTN_FPMATH_STRICT;
 };
 
 // The kernels a driver runs: the table for ex.isa, or null for the reference.
@@ -49,6 +50,9 @@ void mha_forward(const exec &ex, const attn_mha_desc &d, const float *x_q, const
 
 void mha_backward(const exec &ex, const attn_mha_desc &d, const float *x_q, const float *x_kv,
                   const float *dy, float *dx_q, float *dx_kv, const attn_mha_grads &g);
+
+void convert(const exec &ex, int64_t n, const void *src, attn_dtype src_type, void *dst,
+             attn_dtype dst_type);
 
 void merge(const exec &ex, int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
            const float *const *lses, float *out, float *lse);

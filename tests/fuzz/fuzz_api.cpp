@@ -275,19 +275,21 @@ bool decode_merge(FuzzedDataProvider &in, pool &p, value_source &src, call &c) {
 static void fuzz_config(FuzzedDataProvider &in) {
     attn_config cfg;
     attn_config_init(&cfg);
-    int impl = in.ConsumeIntegralInRange<int>(-1, 3), isa = in.ConsumeIntegralInRange<int>(-1, 5);
+    int impl = in.ConsumeIntegralInRange<int>(-1, 3), isa = in.ConsumeIntegralInRange<int>(-1, 7);
     set_enum(cfg.impl, impl);
     set_enum(cfg.max_isa, isa);
     cfg.num_threads = in.ConsumeIntegralInRange<int>(-2, 4);
     attn_context *ctx = nullptr;
     attn_status st = attn_context_create(&cfg, &ctx);
-    bool invalid = impl < 0 || impl > 2 || isa < 0 || isa > 4 || cfg.num_threads < 0;
+    bool invalid = impl < 0 || impl > 2 || isa < 0 || isa > ATTN_ISA_AMX || cfg.num_threads < 0;
     if (invalid) FUZZ_CHECK(st == ATTN_INVALID_ARGUMENT, "context: invalid config not rejected");
     else if (isa > contexts().best && impl != ATTN_IMPL_REFERENCE)
         FUZZ_CHECK(st == ATTN_UNSUPPORTED, "context: ISA above the CPU's not reported unsupported");
     if (st != ATTN_OK) return;
     std::string name = attn_context_isa(ctx);
-    FUZZ_CHECK(name == "avx512" || name == "avx2" || name == "sse4" || name == "scalar", "context: unknown ISA name");
+    FUZZ_CHECK(name == "amx" || name == "avx512_bf16" || name == "avx512" || name == "avx2" || name == "sse4" ||
+                   name == "scalar",
+               "context: unknown ISA name");
     int threads = attn_context_num_threads(ctx);
     FUZZ_CHECK(threads >= 1 && (cfg.num_threads == 0 || threads <= cfg.num_threads), "context: thread count");
     attn_context_destroy(ctx);

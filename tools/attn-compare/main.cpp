@@ -22,7 +22,7 @@ const char usage_text[] =
     "usage: attn-compare [--quick] [--op NAME[,NAME...]] [--isa NAME[,NAME...]] [--csv FILE]\n"
     "\n"
     "Runs every op on the reference implementation and on the SIMD kernels of each ISA this\n"
-    "CPU supports (sse4, avx2, avx512), and prints for each case:\n"
+    "CPU supports (sse4, avx2, avx512, avx512_bf16, amx), and prints for each case:\n"
     "  simd-ref    max |simd - ref| / (1 + |ref|)\n"
     "  ref-exact   the fp32 reference's own error against the same maths in double\n"
     "  simd-exact  the SIMD result's error against the double computation\n"
@@ -33,7 +33,7 @@ const char usage_text[] =
     "  --quick      a small sweep (a few seconds)\n"
     "  --op NAME    gemm, softmax, sdpa, sdpa_backward, mha_forward, mha_backward, merge;\n"
     "               a family name (sdpa, mha) selects all its ops\n"
-    "  --isa NAME   sse4, avx2, avx512\n"
+    "  --isa NAME   sse4, avx2, avx512, avx512_bf16, amx\n"
     "  --csv FILE   also write every row to FILE as CSV\n"
     "Exit status: 0 all passed, 1 a comparison failed, 2 bad command line.\n";
 
@@ -142,8 +142,10 @@ int parse_options(int argc, char **argv, options &opt) {
         }
     }
     for (const auto &isa : opt.isas)
-        if (isa != "sse4" && isa != "avx2" && isa != "avx512") {
-            std::fprintf(stderr, "attn-compare: unknown ISA '%s' (sse4, avx2, avx512)\n",
+        if (isa != "sse4" && isa != "avx2" && isa != "avx512" && isa != "avx512_bf16" &&
+            isa != "amx") {
+            std::fprintf(stderr,
+                         "attn-compare: unknown ISA '%s' (sse4, avx2, avx512, avx512_bf16, amx)\n",
                          isa.c_str());
             return 2;
         }
@@ -178,7 +180,8 @@ int main(int argc, char **argv) {
     }
     std::vector<simd_target> targets;
     const std::pair<attn_isa, const char *> isas[] = {
-        {ATTN_ISA_SSE4, "sse4"}, {ATTN_ISA_AVX2, "avx2"}, {ATTN_ISA_AVX512, "avx512"}};
+        {ATTN_ISA_SSE4, "sse4"},          {ATTN_ISA_AVX2, "avx2"}, {ATTN_ISA_AVX512, "avx512"},
+        {ATTN_ISA_AVX512_BF16, "avx512_bf16"}, {ATTN_ISA_AMX, "amx"}};
     for (auto [isa, name] : isas) {
         if (!opt.isas.empty() && std::find(opt.isas.begin(), opt.isas.end(), name) == opt.isas.end())
             continue;

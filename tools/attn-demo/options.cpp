@@ -24,7 +24,8 @@ std::string usage() {
            "                  rotation too; A then differs from the printed matrices (exit 1)\n"
            "  --step DEG      rotation step in degrees, 0.1..360 (default 30)\n"
            "  --impl NAME     reference | simd | auto (default auto)\n"
-           "  --isa NAME      highest instruction set: scalar | sse4 | avx2 | avx512 | auto\n"
+           "  --isa NAME      highest instruction set: scalar | sse4 | avx2 | avx512 |\n"
+           "                  avx512_bf16 | amx | auto\n"
            "  --threads N     at most N threads, 0 = all hardware threads (default 0)\n"
            "  --help          this text\n"
            "\n"
@@ -92,7 +93,10 @@ attn_isa parse_isa(const std::string &text) {
     if (text == "sse4") return ATTN_ISA_SSE4;
     if (text == "avx2") return ATTN_ISA_AVX2;
     if (text == "avx512") return ATTN_ISA_AVX512;
-    throw usage_error("--isa: '" + text + "' is not one of scalar, sse4, avx2, avx512, auto");
+    if (text == "avx512_bf16") return ATTN_ISA_AVX512_BF16;
+    if (text == "amx") return ATTN_ISA_AMX;
+    throw usage_error("--isa: '" + text +
+                      "' is not one of scalar, sse4, avx2, avx512, avx512_bf16, amx, auto");
 }
 
 }  // namespace
