@@ -1,6 +1,7 @@
 // attn_sdpa_desc_init, attn_sdpa_f32 and attn_sdpa_backward_f32: argument checks, then the
 // drivers.
 #include <cmath>
+#include <utility>
 
 #include "api/context.hpp"
 #include "api/error.hpp"
@@ -50,6 +51,9 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
     chk.enum_value(enum_int(d.causal), ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT, "desc->causal",
                    "ATTN_CAUSAL_NONE (0), ATTN_CAUSAL_TOP_LEFT (1) or ATTN_CAUSAL_BOTTOM_RIGHT (2)");
     chk.probability(d.dropout_p, "desc->dropout_p");
+    chk.dtype(d.q_type, "desc->q_type");
+    chk.dtype(d.kv_type, "desc->kv_type");
+    chk.dtype(d.out_type, "desc->out_type");
 
     // Element counts of every logical tensor (scratch in the drivers is sized by these).
     const int64_t q_dims[] = {d.batch, d.heads_q, d.len_q, d.dim_qk};
@@ -67,18 +71,21 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
 
 // The input tensors of the desc (q, k, v, out in their layouts; mask; kv_len), null checks,
 // spans, and the kv_len values. Used after check_desc succeeded.
-sdpa_tensors input_tensors(checker &chk, const attn_sdpa_desc &d, const float *q,
-                           const float *k, const float *v, const float *out,
+sdpa_tensors input_tensors(checker &chk, const attn_sdpa_desc &d, const void *q,
+                           const void *k, const void *v, const void *out,
                            const char *out_name) {
     chk.not_null(q, "q");
     chk.not_null(k, "k");
     chk.not_null(v, "v");
     chk.not_null(out, out_name);
     sdpa_tensors t;
-    t.q = bhsd_tensor("q", q, d.batch, d.heads_q, d.len_q, d.dim_qk, d.q);
-    t.k = bhsd_tensor("k", k, d.batch, d.heads_kv, d.len_kv, d.dim_qk, d.k);
-    t.v = bhsd_tensor("v", v, d.batch, d.heads_kv, d.len_kv, d.dim_v, d.v);
-    t.out = bhsd_tensor(out_name, out, d.batch, d.heads_q, d.len_q, d.dim_v, d.out);
+    const int64_t q_bytes = int64_t(attn_dtype_size(d.q_type));
+    const int64_t kv_bytes = int64_t(attn_dtype_size(d.kv_type));
+    const int64_t out_bytes = int64_t(attn_dtype_size(d.out_type));
+    t.q = bhsd_tensor("q", q, d.batch, d.heads_q, d.len_q, d.dim_qk, d.q, q_bytes);
+    t.k = bhsd_tensor("k", k, d.batch, d.heads_kv, d.len_kv, d.dim_qk, d.k, kv_bytes);
+    t.v = bhsd_tensor("v", v, d.batch, d.heads_kv, d.len_kv, d.dim_v, d.v, kv_bytes);
+    t.out = bhsd_tensor(out_name, out, d.batch, d.heads_q, d.len_q, d.dim_v, d.out, out_bytes);
     if (d.mask)
         t.mask = bhsd_tensor("desc->mask", d.mask, d.batch, d.heads_q, d.len_q, d.len_kv,
                              d.mask_strides);
@@ -88,12 +95,25 @@ sdpa_tensors input_tensors(checker &chk, const attn_sdpa_desc &d, const float *q
     return t;
 }
 
-attn_status sdpa_forward(const char *fn, attn_context *ctx, const attn_sdpa_desc *d,
-                         const float *q, const float *k, const float *v, float *out) {
+// The f32 entry points take f32 tensors only: a 16-bit type there names its field.
+void require_f32_types(checker &chk, const attn_sdpa_desc &d) {
+    const std::pair<attn_dtype, const char *> fields[] = {
+        {d.q_type, "desc->q_type"}, {d.kv_type, "desc->kv_type"}, {d.out_type, "desc->out_type"}};
+    for (auto [type, name] : fields)
+        if (!chk.failed() && enum_int(type) != ATTN_DTYPE_F32)
+            chk.fail(ATTN_INVALID_ARGUMENT,
+                     "%s = %d, must be ATTN_DTYPE_F32 (0) here (attn_sdpa takes other types)",
+                     name, enum_int(type));
+}
+
+attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
+                         const attn_sdpa_desc *d, const void *q, const void *k, const void *v,
+                         void *out) {
     checker chk(fn);
     chk.not_null(d, "desc");
     if (chk.failed()) return chk.status();
     check_desc(chk, *d);
+    if (f32_only) require_f32_types(chk, *d);
     if (chk.failed()) return chk.status();
 
     sdpa_tensors t = input_tensors(chk, *d, q, k, v, out, "out");
@@ -119,6 +139,7 @@ attn_status sdpa_backward(const char *fn, attn_context *ctx, const attn_sdpa_des
     chk.not_null(d, "desc");
     if (chk.failed()) return chk.status();
     check_desc(chk, *d);
+    require_f32_types(chk, *d);
     if (chk.failed()) return chk.status();
 
     sdpa_tensors t = input_tensors(chk, *d, q, k, v, out, "out");
@@ -169,12 +190,21 @@ void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads, int64_
     d->k = d->v = kv;
     d->scale = dim > 0 ? float(1.0 / std::sqrt(double(dim))) : 1.0f;
     d->causal = ATTN_CAUSAL_NONE;
+    d->q_type = d->kv_type = d->out_type = ATTN_DTYPE_F32;
 }
 
 attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d, const float *q,
                           const float *k, const float *v, float *out) {
     static const char *const fn = "attn_sdpa_f32";
-    return attn::api::guarded(fn, [&] { return attn::api::sdpa_forward(fn, ctx, d, q, k, v, out); });
+    return attn::api::guarded(fn,
+                              [&] { return attn::api::sdpa_forward(fn, true, ctx, d, q, k, v, out); });
+}
+
+attn_status attn_sdpa(attn_context *ctx, const attn_sdpa_desc *d, const void *q, const void *k,
+                      const void *v, void *out) {
+    static const char *const fn = "attn_sdpa";
+    return attn::api::guarded(
+        fn, [&] { return attn::api::sdpa_forward(fn, false, ctx, d, q, k, v, out); });
 }
 
 attn_status attn_sdpa_backward_f32(attn_context *ctx, const attn_sdpa_desc *d, const float *q,

@@ -21,6 +21,7 @@
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_merge.hpp"
 #include "kernels/attention_micro.hpp"
+#include "kernels/elements.hpp"
 #include "kernels/vec_math.hpp"
 #include "ref/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
 
@@ -63,11 +64,22 @@ struct scratch_layout {
 // Rows this far ahead are prefetched while copying or packing K and V.
 inline constexpr int64_t pack_prefetch_rows = 8;
 
-// Asks for the cache lines of row[0 .. floats), for reading or (Write) for writing.
+// Asks for the cache lines of row[0 .. count) (elements of T), for reading or (Write) for
+// writing.
+template <class Arch, bool Write, class T>
+inline void prefetch_row(const T *row, int64_t count) {
+    constexpr int64_t per_line = 64 / sizeof(T);
+    for (int64_t i = 0; i < count; i += per_line) __builtin_prefetch(row + i, Write ? 1 : 0, 3);
+    if (count > 0) __builtin_prefetch(row + count - 1, Write ? 1 : 0, 3);
+}
+
+// The same for a row of type t at element offset i of base.
 template <class Arch, bool Write>
-inline void prefetch_row(const float *row, int64_t floats) {
-    for (int64_t i = 0; i < floats; i += 16) __builtin_prefetch(row + i, Write ? 1 : 0, 3);
-    if (floats > 0) __builtin_prefetch(row + floats - 1, Write ? 1 : 0, 3);
+inline void prefetch_row(const void *base, attn_dtype t, int64_t i, int64_t count) {
+    if (t == ATTN_DTYPE_F32)
+        prefetch_row<Arch, Write>(static_cast<const float *>(base) + i, count);
+    else
+        prefetch_row<Arch, Write>(static_cast<const uint16_t *>(base) + i, count);
 }
 
 // r[0..16) = the 16 x 16 block's rows in, its columns out (AVX-512): interleave pairs of
@@ -98,12 +110,13 @@ inline void transpose_16x16(xsimd::batch<float, Arch> *r) {
     }
 }
 
-// Panels of nr keys, [dim][nr] each, from rows k + j * k_ld (j < keys; zero for j >= keys).
-// On AVX-512, 16 keys x 16 dims at a time through a register transpose (16 loads and 16
-// stores instead of 256 of each); elsewhere, and at the edges, element by element.
-template <class Arch>
-void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int64_t panels,
-                   float *packed) {
+// Panels of nr keys, [dim][nr] each, from rows k + j * k_ld (j < keys; zero for j >= keys),
+// elements of type E widened to f32. On AVX-512, 16 keys x 16 dims at a time through a
+// register transpose (16 loads and 16 stores instead of 256 of each); elsewhere, and at the
+// edges, element by element.
+template <class Arch, class E>
+void pack_k_panels(const typename E::storage *k, int64_t k_ld, int64_t keys, int64_t dim,
+                   int64_t panels, float *packed) {
     constexpr int nr = panel_keys<Arch>;
     for (int64_t p = 0; p < panels; ++p) {
         float *panel = packed + p * nr * dim;
@@ -117,27 +130,47 @@ void pack_k_panels(const float *k, int64_t k_ld, int64_t keys, int64_t dim, int6
                 int64_t d = 0;
                 for (; d + 16 <= dim; d += 16) {
                     xsimd::batch<float, Arch> r[16];
-                    for (int i = 0; i < 16; ++i)
-                        r[i] = xsimd::batch<float, Arch>::load_unaligned(k + (j0 + i) * k_ld + d);
+                    for (int i = 0; i < 16; ++i) r[i] = widen<Arch, E>(k + (j0 + i) * k_ld + d);
                     transpose_16x16<Arch>(r);
                     for (int c = 0; c < 16; ++c) r[c].store_unaligned(panel + (d + c) * nr + n);
                 }
                 for (; d < dim; ++d)
-                    for (int i = 0; i < 16; ++i) panel[d * nr + n + i] = k[(j0 + i) * k_ld + d];
+                    for (int i = 0; i < 16; ++i)
+                        panel[d * nr + n + i] = widen_one<Arch, E>(k + (j0 + i) * k_ld + d);
             }
         }
         for (; n < nr; ++n) {
             const int64_t j = p * nr + n;
             if (j < keys) {
-                const float *row = k + j * k_ld;
+                const typename E::storage *row = k + j * k_ld;
                 // K comes from far caches or memory, one row at a time: fetch rows ahead
                 if (j + pack_prefetch_rows < keys)
                     prefetch_row<Arch, false>(row + pack_prefetch_rows * k_ld, dim);
-                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = row[d];
+                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = widen_one<Arch, E>(row + d);
             } else {
                 for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = 0.0f;
             }
         }
+    }
+}
+
+// The same with K's type known at run time; k at key 0 of the rows to pack.
+template <class Arch>
+void pack_k_panels(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys, int64_t dim,
+                   int64_t panels, float *packed) {
+    switch (k_type) {
+    case ATTN_DTYPE_BF16:
+        pack_k_panels<Arch, bf16_elements>(static_cast<const uint16_t *>(k), k_ld, keys, dim,
+                                           panels, packed);
+        break;
+    case ATTN_DTYPE_F16:
+        pack_k_panels<Arch, f16_elements>(static_cast<const uint16_t *>(k), k_ld, keys, dim,
+                                          panels, packed);
+        break;
+    default:
+        pack_k_panels<Arch, f32_elements>(static_cast<const float *>(k), k_ld, keys, dim, panels,
+                                          packed);
+        break;
     }
 }
 
@@ -233,49 +266,59 @@ inline int64_t visible_keys(const attention_tile &t, int64_t r, int64_t j0, int6
     return n < 0 ? 0 : n;
 }
 
-// V rows for keys j0 .. j0+keys-1 readable as full vectors: in place when they are
-// (padded, or dim_v a whole number of vectors), else copied, zero padded, into the scratch.
+// V rows for keys j0 .. j0+keys-1 readable as full f32 vectors: in place when they are
+// (f32, and padded or dim_v a whole number of vectors), else widened, zero padded, into the
+// scratch.
 template <class Arch>
 const float *v_tile_rows(const attention_tile &t, int64_t j0, int64_t keys, float *v_pad,
                          int64_t *ldv) {
     constexpr int W = lanes<Arch>;
-    if (t.v_padded || t.dim_v % W == 0) {
+    if (t.v_type == ATTN_DTYPE_F32 && (t.v_padded || t.dim_v % W == 0)) {
         *ldv = t.v_ld;
-        return t.v + j0 * t.v_ld;
+        return static_cast<const float *>(t.v) + j0 * t.v_ld;
     }
     const int64_t dv_pad = round_up(t.dim_v, W);
     for (int64_t j = 0; j < keys; ++j) {
-        const float *src = t.v + (j0 + j) * t.v_ld;
         float *dst = v_pad + j * dv_pad;
-        for (int64_t c = 0; c < t.dim_v; ++c) dst[c] = src[c];
+        widen_row<Arch>(element_at(t.v, t.v_type, (j0 + j) * t.v_ld), t.v_type, t.dim_v, dst);
         for (int64_t c = t.dim_v; c < dv_pad; ++c) dst[c] = 0.0f;
     }
     *ldv = dv_pad;
     return v_pad;
 }
 
-// a . b over n floats.
-template <class Arch>
-inline float dot(const float *a, const float *b, int64_t n) {
+// a . b over n elements, a f32 and b of type E (widened in registers).
+template <class Arch, class E = f32_elements>
+inline float dot(const float *a, const typename E::storage *b, int64_t n) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     fbatch acc(0.0f);
     int64_t d = 0;
-    for (; d + W <= n; d += W)
-        acc = xsimd::fma(fbatch::load_unaligned(a + d), fbatch::load_unaligned(b + d), acc);
+    for (; d + W <= n; d += W) acc = xsimd::fma(fbatch::load_unaligned(a + d), widen<Arch, E>(b + d), acc);
     float sum = reduce_add<Arch>(acc);
-    for (; d < n; ++d) sum += a[d] * b[d];
+    for (; d < n; ++d) sum += a[d] * widen_one<Arch, E>(b + d);
     return sum;
 }
 
-// S[r, c] = qs[r, :] . K[j0 + c, :] for c < cols, straight from the K rows: for a few query
-// rows (decoding) packing K would cost more than the products themselves.
+// a . b with b's type known at run time.
 template <class Arch>
-void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const float *k, int64_t k_ld,
-                        int64_t cols, float *s) {
+inline float dot(const float *a, const void *b, attn_dtype b_type, int64_t n) {
+    switch (b_type) {
+    case ATTN_DTYPE_BF16: return dot<Arch, bf16_elements>(a, static_cast<const uint16_t *>(b), n);
+    case ATTN_DTYPE_F16: return dot<Arch, f16_elements>(a, static_cast<const uint16_t *>(b), n);
+    default: return dot<Arch, f32_elements>(a, static_cast<const float *>(b), n);
+    }
+}
+
+// S[r, c] = qs[r, :] . K[j0 + c, :] for c < cols, straight from the K rows (k at key j0):
+// for a few query rows (decoding) packing K would cost more than the products themselves.
+template <class Arch>
+void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const void *k,
+                        attn_dtype k_type, int64_t k_ld, int64_t cols, float *s) {
     for (int64_t c = 0; c < cols; ++c)
         for (int64_t r = 0; r < rows; ++r)
-            s[r * attention_blocking<Arch>::bc + c] = dot<Arch>(qs + r * dim, k + c * k_ld, dim);
+            s[r * attention_blocking<Arch>::bc + c] =
+                dot<Arch>(qs + r * dim, element_at(k, k_type, c * k_ld), k_type, dim);
 }
 
 // S = (scale Q) K^T for the keys j0 .. j0+cols-1: K from the packed head, or straight from
@@ -287,14 +330,15 @@ bool tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64
     constexpr int nr = panel_keys<Arch>;
     const int64_t panels = (cols + nr - 1) / nr;
     const int64_t last_col0 = t.first_row + t.causal_offset - j0;
+    const void *k_at = element_at(t.k, t.k_type, j0 * t.k_ld);
     if (t.k_packed) {
         tile_scores<Arch>(qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk, panels,
                           last_col0, s, score_max);
     } else if (t.rows <= attention_direct_rows) {
-        tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, t.k + j0 * t.k_ld, t.k_ld, cols, s);
+        tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, k_at, t.k_type, t.k_ld, cols, s);
         return false;
     } else {
-        pack_k_panels<Arch>(t.k + j0 * t.k_ld, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
+        pack_k_panels<Arch>(k_at, t.k_type, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
         tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, last_col0, s, score_max);
     }
     return true;
@@ -334,31 +378,36 @@ xsimd::batch<float, Arch> exp_scores_row(float *s_row, int64_t visible, float m,
 }
 
 // out = O / l, lse = m + log l for every row of the tile (O rows dv_pad apart); a row with
-// l == 0 saw no key (or only -inf scores): zeros, whatever O holds, and lse -inf.
+// l == 0 saw no key (or only -inf scores): zeros, whatever O holds, and lse -inf. A 16-bit
+// output row is formed in f32 (in place in O) and rounded once.
 template <class Arch>
-void write_rows(const attention_tile &t, const float *o, int64_t dv_pad, const float *m,
+void write_rows(const attention_tile &t, float *o, int64_t dv_pad, const float *m,
                 const float *l) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     for (int64_t r = 0; r < t.rows; ++r) {
-        float *out_row = t.out + r * t.out_ld;
-        const float *o_row = o + r * dv_pad;
+        float *o_row = o + r * dv_pad;
         const bool empty = l[r] == 0.0f;
         const fbatch inv(empty ? 0.0f : 1.0f / l[r]);
+        void *out_row = element_at(t.out, t.out_type, r * t.out_ld);
+        float *dst = t.out_type == ATTN_DTYPE_F32 ? static_cast<float *>(out_row) : o_row;
         int64_t c = 0;
         for (; c + W <= t.dim_v; c += W)
-            (empty ? fbatch(0.0f) : fbatch::load_aligned(o_row + c) * inv)
-                .store_unaligned(out_row + c);
-        for (; c < t.dim_v; ++c) out_row[c] = empty ? 0.0f : o_row[c] * inv.get(0);
+            (empty ? fbatch(0.0f) : fbatch::load_aligned(o_row + c) * inv).store_unaligned(dst + c);
+        for (; c < t.dim_v; ++c) dst[c] = empty ? 0.0f : o_row[c] * inv.get(0);
+        if (t.out_type != ATTN_DTYPE_F32) narrow_row<Arch>(o_row, t.dim_v, out_row, t.out_type);
         t.lse[r] = empty ? -std::numeric_limits<float>::infinity() : m[r] + __builtin_logf(l[r]);
     }
 }
 
-// qs = scale * Q tile, rows x dim_qk dense.
+// qs = scale * Q tile, rows x dim_qk dense (Q widened from its type).
 template <class Arch>
 void load_scaled_q(const attention_tile &t, float *qs) {
-    for (int64_t r = 0; r < t.rows; ++r)
-        for (int64_t d = 0; d < t.dim_qk; ++d) qs[r * t.dim_qk + d] = t.scale * t.q[r * t.q_ld + d];
+    for (int64_t r = 0; r < t.rows; ++r) {
+        float *row = qs + r * t.dim_qk;
+        widen_row<Arch>(element_at(t.q, t.q_type, r * t.q_ld), t.q_type, t.dim_qk, row);
+        for (int64_t d = 0; d < t.dim_qk; ++d) row[d] = t.scale * row[d];
+    }
 }
 
 }  // namespace attention_detail
@@ -370,28 +419,25 @@ int64_t attention_scratch_floats(int64_t dim_qk, int64_t dim_v) {
     return attention_detail::scratch_layout<Arch>(dim_qk, dim_v).total;
 }
 
-// The packed K of one head: panels of nr keys (see attention_tile::k_packed).
+// The packed K of one head: panels of nr keys (see attention_tile::k_packed), from rows of
+// k_type.
 template <class Arch>
-void attention_pack_k(const float *k, int64_t k_ld, int64_t keys, int64_t dim_qk,
-                      int64_t panels, float *packed) {
-    attention_detail::pack_k_panels<Arch>(k, k_ld, keys, dim_qk, panels, packed);
+void attention_pack_k(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
+                      int64_t dim_qk, int64_t panels, float *packed) {
+    attention_detail::pack_k_panels<Arch>(k, k_type, k_ld, keys, dim_qk, panels, packed);
 }
 
+// V rows [keys x dim_v] of v_type widened into padded[j * padded_ld] (f32), zero to padded_ld.
 template <class Arch>
-void attention_pad_v(const float *v, int64_t v_ld, int64_t keys, int64_t dim_v, float *padded,
-                     int64_t padded_ld) {
+void attention_pad_v(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys,
+                     int64_t dim_v, float *padded, int64_t padded_ld) {
     using namespace attention_detail;
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = lanes<Arch>;
     for (int64_t j = 0; j < keys; ++j) {
-        const float *src = v + j * v_ld;
         float *dst = padded + j * padded_ld;
         if (j + pack_prefetch_rows < keys)
-            prefetch_row<Arch, false>(src + pack_prefetch_rows * v_ld, dim_v);
-        int64_t c = 0;
-        for (; c + W <= dim_v; c += W) fbatch::load_unaligned(src + c).store_unaligned(dst + c);
-        for (; c < dim_v; ++c) dst[c] = src[c];
-        for (; c < padded_ld; ++c) dst[c] = 0.0f;
+            prefetch_row<Arch, false>(v, v_type, (j + pack_prefetch_rows) * v_ld, dim_v);
+        widen_row<Arch>(element_at(v, v_type, j * v_ld), v_type, dim_v, dst);
+        for (int64_t c = dim_v; c < padded_ld; ++c) dst[c] = 0.0f;
     }
 }
 
@@ -437,9 +483,9 @@ void attention_forward_tile(const attention_tile &t) {
         const bool last_tile = j0 + blk::bc >= t.key_end;
         for (int64_t r = 0; r < t.rows; ++r) {
             if (last_tile) {  // the output rows and the next Q rows, a row per row
-                prefetch_row<Arch, true>(t.out + r * t.out_ld, t.dim_v);
+                prefetch_row<Arch, true>(t.out, t.out_type, r * t.out_ld, t.dim_v);
                 if (t.next_q && r < t.next_q_rows)
-                    prefetch_row<Arch, false>(t.next_q + r * t.q_ld, t.dim_qk);
+                    prefetch_row<Arch, false>(t.next_q, t.q_type, r * t.q_ld, t.dim_qk);
             }
             float *s_row = s + r * blk::bc;
             const int64_t visible = visible_keys<Arch>(t, r, j0, cols);

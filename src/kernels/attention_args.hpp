@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "attn/attn.h"
+
 namespace attn::kernels {
 
 // Up to this many query rows, a tile reads K rows directly (dot products) instead of packing.
@@ -16,8 +18,10 @@ inline constexpr int64_t attention_direct_rows = 4;
 //
 // Key j is visible to tile row r when key_begin <= j < key_end and
 // j <= first_row + r + causal_offset (use a huge causal_offset for no causal mask).
+// Strides (q_ld, k_ld, v_ld, out_ld) count elements of the row's own type.
 struct attention_tile {
-    const float *q;         // row r of Q at q + r * q_ld, dim_qk contiguous floats
+    const void *q;          // row r of Q at q + r * q_ld, dim_qk contiguous elements of q_type
+    attn_dtype q_type;
     int64_t q_ld;
     int64_t rows;           // 1 .. blocks.br
     int64_t dim_qk, dim_v;
@@ -25,16 +29,19 @@ struct attention_tile {
 
     // K, either packed once per head by attention_pack_k (panel p = keys [p*nr, p*nr + nr),
     // stored [dim_qk][nr], key fastest, zero beyond the head's last key) or, when k_packed
-    // is null, read from k + j * k_ld: straight from the rows for at most
-    // attention_direct_rows query rows, else packed tile by tile into the scratch.
+    // is null, read from k + j * k_ld (elements of k_type): straight from the rows for at
+    // most attention_direct_rows query rows, else packed tile by tile into the scratch.
     const float *k_packed;
-    const float *k;
+    const void *k;
+    attn_dtype k_type;
     int64_t k_ld;
     int64_t len_kv;         // keys in the head (K rows that may be read)
 
-    // V rows at v + j * v_ld, dim_v contiguous floats; v_padded: each row may be read up
-    // to dim_v rounded up to whole vectors (else the kernel copies the tile's rows).
-    const float *v;
+    // V rows at v + j * v_ld, dim_v contiguous elements of v_type; v_padded (f32 only): each
+    // row may be read up to dim_v rounded up to whole vectors (else the kernel copies, and
+    // widens, the tile's rows).
+    const void *v;
+    attn_dtype v_type;
     int64_t v_ld;
     bool v_padded;
 
@@ -52,13 +59,14 @@ struct attention_tile {
     uint32_t dropout_threshold;
     float dropout_keep;
 
-    // Q rows the caller runs next (may be null): fetched into the cache while this tile
-    // finishes, as are this tile's output rows.
-    const float *next_q;
+    // Q rows the caller runs next (may be null, of q_type): fetched into the cache while this
+    // tile finishes, as are this tile's output rows.
+    const void *next_q;
     int64_t next_q_rows;
 
     float *scratch;         // attention_scratch_floats(dim_qk, dim_v) floats, 64-byte aligned
-    float *out;             // row r at out + r * out_ld, dim_v floats
+    void *out;              // row r at out + r * out_ld, dim_v elements of out_type (rounded once)
+    attn_dtype out_type;
     int64_t out_ld;
     float *lse;             // rows floats
 };

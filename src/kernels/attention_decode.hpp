@@ -23,6 +23,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_micro.hpp"
+#include "kernels/elements.hpp"
 #include "kernels/vec_math.hpp"
 
 namespace attn::kernels {
@@ -41,7 +42,7 @@ inline constexpr int64_t decode_prefetch_keys = 16;
 // Rows at least a page apart (e.g. [batch, seq, head, dim] layouts) are not prefetched:
 // with 4 KB pages each such row is a TLB miss, and prefetching them ahead made decoding
 // 1.5x slower (B1 H32 L4096 D128, seq stride 16 KB), where rows sharing pages gain 10-20%.
-inline constexpr int64_t decode_page_floats = 4096 / sizeof(float);
+inline constexpr int64_t decode_page_bytes = 4096;
 
 // Keys per P V sub-block: their V rows (16 KB at dim_v 128) stay in L1 across dim_v.
 inline constexpr int64_t decode_pv_keys = 32;
@@ -57,8 +58,9 @@ constexpr bool scores_fit() {
 // s[c] = q . k_c for the W keys c = 0 .. W-1 at k + c * k_ld: their dot products accumulate
 // lane-wise side by side, independent chains, each then summed across its lanes (xsimd
 // 8.1's haddp permutes lanes on AVX-512). Dims past the last whole vector one by one.
-template <class Arch>
-inline void score_group(const float *q, int64_t dim, const float *k, int64_t k_ld, float *s) {
+template <class Arch, class E>
+inline void score_group(const float *q, int64_t dim, const typename E::storage *k, int64_t k_ld,
+                        float *s) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     const int64_t dim_vec = dim / W * W;
@@ -69,13 +71,13 @@ inline void score_group(const float *q, int64_t dim, const float *k, int64_t k_l
         const fbatch qv = fbatch::load_unaligned(q + d);
 #pragma GCC unroll 16
         for (int n = 0; n < W; ++n)
-            acc[n] = xsimd::fma(qv, fbatch::load_unaligned(k + n * k_ld + d), acc[n]);
+            acc[n] = xsimd::fma(qv, widen<Arch, E>(k + n * k_ld + d), acc[n]);
     }
 #pragma GCC unroll 16
     for (int n = 0; n < W; ++n) s[n] = reduce_add<Arch>(acc[n]);
     if (dim_vec < dim)
         for (int n = 0; n < W; ++n)
-            for (int64_t d = dim_vec; d < dim; ++d) s[n] += q[d] * k[n * k_ld + d];
+            for (int64_t d = dim_vec; d < dim; ++d) s[n] += q[d] * widen_one<Arch, E>(k + n * k_ld + d);
 }
 
 // s[r * lds + c] = qs_r . k_c for c < visible[r] (keys at k + c * k_ld, qs rows dim apart),
@@ -84,10 +86,11 @@ inline void score_group(const float *q, int64_t dim, const float *k, int64_t k_l
 // The K and V rows decode_prefetch_keys ahead are prefetched, below key prefetch_end, for
 // the streams asked (fetch_k, fetch_v): V (dim_v floats at v + c * v_ld) is needed right
 // after this pass and comes from as far.
-template <class Arch>
+template <class Arch, class E>
 void score_rows(const float *qs, int64_t dim, int64_t rows, const int64_t *visible,
-                const float *k, int64_t k_ld, const float *v, int64_t v_ld, int64_t dim_v,
-                bool fetch_k, bool fetch_v, int64_t prefetch_end, float *s, int64_t lds) {
+                const typename E::storage *k, int64_t k_ld, const typename E::storage *v,
+                int64_t v_ld, int64_t dim_v, bool fetch_k, bool fetch_v, int64_t prefetch_end,
+                float *s, int64_t lds) {
     constexpr int W = lanes<Arch>;
     const int64_t cols = visible[rows - 1];  // the most any row sees
     for (int64_t c = 0; c < cols; c += W) {
@@ -100,32 +103,51 @@ void score_rows(const float *qs, int64_t dim, int64_t rows, const int64_t *visib
             const float *q = qs + r * dim;
             float *s_row = s + r * lds;
             if (c + W <= visible[r])
-                score_group<Arch>(q, dim, k + c * k_ld, k_ld, s_row + c);
+                score_group<Arch, E>(q, dim, k + c * k_ld, k_ld, s_row + c);
             else
                 for (int64_t j = c; j < visible[r]; ++j)
-                    s_row[j] = attention_detail::dot<Arch>(q, k + j * k_ld, dim);
+                    s_row[j] = attention_detail::dot<Arch, E>(q, k + j * k_ld, dim);
         }
     }
 }
 
 // o[rows x dim_v] (leading dimension ldo) = o * rescale[r] + sum_{c < visible[r]} p[r][c] v_c,
-// V rows at v + c * v_ld. Row r sums exactly the keys it sees: a key hidden from it (but
-// seen by a later row) is never multiplied into it, even with weight 0, so a NaN there
+// V rows of type E at v + c * v_ld. Row r sums exactly the keys it sees: a key hidden from it
+// (but seen by a later row) is never multiplied into it, even with weight 0, so a NaN there
 // stays out. Keys go in sub-blocks of decode_pv_keys whose V rows stay in L1 while the
-// register-blocked pv micro-kernel sweeps dim_v a few vectors at a time; a partial last
-// vector (unpadded V rows) goes column by column.
-template <class Arch>
-void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp, const float *v,
-             int64_t v_ld, int64_t dim_v, bool whole_vectors, float *o, int64_t ldo,
-             const float *rescale) {
+// register-blocked pv micro-kernel sweeps dim_v a few vectors at a time (16-bit rows are
+// widened into v_buf first, [decode_pv_keys x round_up(dim_v, W)], zero padded); a partial
+// last vector (unpadded f32 V rows) goes column by column.
+template <class Arch, class E>
+void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp,
+             const typename E::storage *v, int64_t v_ld, int64_t dim_v, bool whole_vectors,
+             float *v_buf, float *o, int64_t ldo, const float *rescale) {
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
+    constexpr bool in_place = E::type == ATTN_DTYPE_F32;
     alignas(64) static constexpr float ones[attention_direct_rows] = {1.0f, 1.0f, 1.0f, 1.0f};
-    const int64_t vectors = whole_vectors ? round_up(dim_v, W) / W : dim_v / W;
+    const int64_t dv_pad = round_up(dim_v, W);
+    if (!in_place) whole_vectors = true;
+    const int64_t vectors = whole_vectors ? dv_pad / W : dim_v / W;
     for (int64_t k0 = 0; k0 == 0 || k0 < visible[rows - 1]; k0 += decode_pv_keys) {
         // segment r: keys [visible[r-1], visible[r]) of this sub-block, rows r .. rows-1
         // (visible grows with r); the first call of the first sub-block rescales every row
         const int64_t k1 = k0 + decode_pv_keys;
+        const float *v_sub;  // V row k0 + c at v_sub + c * ld_sub
+        int64_t ld_sub;
+        if constexpr (in_place) {
+            v_sub = v + k0 * v_ld;
+            ld_sub = v_ld;
+        } else {
+            const int64_t keys = (k1 < visible[rows - 1] ? k1 : visible[rows - 1]) - k0;
+            for (int64_t c = 0; c < keys; ++c) {
+                float *dst = v_buf + c * dv_pad;
+                widen_row<Arch, E>(v + (k0 + c) * v_ld, dim_v, dst);
+                for (int64_t x = dim_v; x < dv_pad; ++x) dst[x] = 0.0f;
+            }
+            v_sub = v_buf;
+            ld_sub = dv_pad;
+        }
         for (int64_t r = 0; r < rows; ++r) {
             int64_t from = r == 0 ? 0 : visible[r - 1], to = visible[r];
             from = from < k0 ? k0 : from;
@@ -133,27 +155,30 @@ void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp, 
             const bool first = k0 == 0 && r == 0;
             if (to <= from && !first) continue;
             const int rr = static_cast<int>(rows - r);
+            const int64_t at = to > from ? from : k0;  // where an empty first call points
             for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
                 const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
                 attention_detail::pv_block_any<Arch, attention_direct_rows>(
-                    rr, nvec, p + r * ldp + from, ldp, to > from ? to - from : 0,
-                    v + from * v_ld + c0 * W, v_ld, o + r * ldo + c0 * W, ldo,
+                    rr, nvec, p + r * ldp + at, ldp, to > from ? to - from : 0,
+                    v_sub + (at - k0) * ld_sub + c0 * W, ld_sub, o + r * ldo + c0 * W, ldo,
                     first ? rescale : ones);
             }
         }
     }
-    for (int64_t x = vectors * W; x < dim_v; ++x)  // columns of a partial last vector
-        for (int64_t r = 0; r < rows; ++r) {
-            float acc = o[r * ldo + x] * rescale[r];
-            for (int64_t c = 0; c < visible[r]; ++c) acc += p[r * ldp + c] * v[c * v_ld + x];
-            o[r * ldo + x] = acc;
-        }
+    if constexpr (in_place) {
+        for (int64_t x = vectors * W; x < dim_v; ++x)  // columns of a partial last vector
+            for (int64_t r = 0; r < rows; ++r) {
+                float acc = o[r * ldo + x] * rescale[r];
+                for (int64_t c = 0; c < visible[r]; ++c) acc += p[r * ldp + c] * v[c * v_ld + x];
+                o[r * ldo + x] = acc;
+            }
+    }
 }
 
 }  // namespace attention_decode_detail
 
-template <class Arch>
-void attention_decode_tile(const attention_tile &t) {
+template <class Arch, class E>
+void attention_decode_tile_of(const attention_tile &t) {
     using namespace attention_decode_detail;
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
@@ -170,6 +195,9 @@ void attention_decode_tile(const attention_tile &t) {
     const int64_t rows = t.rows;
     const int64_t dv_pad = round_up(t.dim_v, W);
     const bool whole_vectors = t.v_padded || t.dim_v % W == 0;
+    using storage = typename E::storage;
+    const storage *k_rows = static_cast<const storage *>(t.k);
+    const storage *v_rows = static_cast<const storage *>(t.v);
 
     attention_detail::load_scaled_q<Arch>(t, qs);
     for (int64_t i = 0; i < rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
@@ -177,8 +205,8 @@ void attention_decode_tile(const attention_tile &t) {
         m[r] = neg_inf;
         l[r] = 0.0f;
     }
-    const bool fetch_k = t.k_ld < decode_page_floats;
-    const bool fetch_v = t.v_ld < decode_page_floats;
+    const bool fetch_k = t.k_ld * element_bytes(t.k_type) < decode_page_bytes;
+    const bool fetch_v = t.v_ld * element_bytes(t.v_type) < decode_page_bytes;
     // Keys no row sees (causal) are never read, K or V, nor prefetched.
     const int64_t last_seen =
         t.key_begin + attention_detail::visible_keys<Arch>(t, rows - 1, t.key_begin,
@@ -191,9 +219,9 @@ void attention_decode_tile(const attention_tile &t) {
             visible[r] = attention_detail::visible_keys<Arch>(t, r, j0, cols);
 
         // S = (scale Q) K^T for the block; its V rows are fetched meanwhile
-        const float *k_at = t.k + j0 * t.k_ld;
-        const float *v_at = t.v + j0 * t.v_ld;
-        score_rows<Arch>(qs, t.dim_qk, rows, visible, k_at, t.k_ld, v_at, t.v_ld, t.dim_v,
+        const storage *k_at = k_rows + j0 * t.k_ld;
+        const storage *v_at = v_rows + j0 * t.v_ld;
+        score_rows<Arch, E>(qs, t.dim_qk, rows, visible, k_at, t.k_ld, v_at, t.v_ld, t.dim_v,
                          fetch_k, fetch_v, last_seen - j0, s, B);
 
         // online softmax per row: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m-m') + sum P
@@ -217,12 +245,24 @@ void attention_decode_tile(const attention_tile &t) {
         }
 
         // O = O rescale + P V, every V row read once for all rows
-        attention_decode_detail::pv_rows<Arch>(rows, visible, s, B, v_at, t.v_ld, t.dim_v,
-                                               whole_vectors, o, dv_pad, rescale);
+        attention_decode_detail::pv_rows<Arch, E>(rows, visible, s, B, v_at, t.v_ld, t.dim_v,
+                                                  whole_vectors, t.scratch + at.v_tile, o,
+                                                  dv_pad, rescale);
     }
 
     // out = O / l, lse = m + log l (l is 0 for a row that saw no key or only -inf scores)
     attention_detail::write_rows<Arch>(t, o, dv_pad, m, l);
+}
+
+// The decode tile for K and V of t.k_type (== t.v_type: a KV cache is one type), specialised
+// on it so that the in-place reads widen in registers.
+template <class Arch>
+void attention_decode_tile(const attention_tile &t) {
+    switch (t.k_type) {
+    case ATTN_DTYPE_BF16: attention_decode_tile_of<Arch, bf16_elements>(t); break;
+    case ATTN_DTYPE_F16: attention_decode_tile_of<Arch, f16_elements>(t); break;
+    default: attention_decode_tile_of<Arch, f32_elements>(t); break;
+    }
 }
 
 }  // namespace attn::kernels

@@ -13,6 +13,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_decode.hpp"
+#include "kernels/elements.hpp"
 #include "kernels/kernels.hpp"
 // --- gemm and softmax ---
 #include "kernels/gemm.hpp"
@@ -50,6 +51,7 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.attention_decode_tile = &attention_decode_tile<Arch>;
     t.attention_weights_tile = &attention_weights_tile<Arch>;
     t.attention_merge_rows = &attention_merge_rows<Arch>;
+    t.narrow_row = &narrow_row<Arch>;
     return t;
 }
 

@@ -38,17 +38,21 @@ struct kernel_table {
     // Fused attention (attention.hpp); the argument block is in attention_args.hpp.
     int attention_br, attention_bc, attention_nr;  // query rows / keys per tile, keys per K panel
     int64_t (*attention_scratch_floats)(int64_t dim_qk, int64_t dim_v);
-    void (*attention_pack_k)(const float *k, int64_t k_ld, int64_t keys, int64_t dim_qk,
-                             int64_t panels, float *packed);
-    // V rows [keys x dim_v] at v + j * v_ld copied to padded[j * padded_ld], zero to padded_ld.
-    void (*attention_pad_v)(const float *v, int64_t v_ld, int64_t keys, int64_t dim_v,
-                            float *padded, int64_t padded_ld);
+    // K rows of k_type (k_ld elements apart) packed into f32 panels.
+    void (*attention_pack_k)(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
+                             int64_t dim_qk, int64_t panels, float *packed);
+    // V rows [keys x dim_v] of v_type at v + j * v_ld widened to padded[j * padded_ld] (f32),
+    // zero to padded_ld.
+    void (*attention_pad_v)(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys,
+                            int64_t dim_v, float *padded, int64_t padded_ld);
     void (*attention_forward_tile)(const struct attention_tile &tile);
     // The same for at most attention_direct_rows rows and K read in place (decoding;
     // attention_decode.hpp), on the same scratch.
     void (*attention_decode_tile)(const struct attention_tile &tile);
     void (*attention_weights_tile)(const struct attention_tile &tile, float *weights,
                                    int64_t weights_ld, bool after_forward);
+    // dst[0 .. n) of type t = src rounded once (attn_convert's rules).
+    void (*narrow_row)(const float *src, int64_t n, void *dst, attn_dtype t);
     void (*attention_merge_rows)(int64_t parts, int64_t first, int64_t rows, int64_t dim_v,
                                  const float *const *outs, int64_t outs_ld,
                                  const float *const *lses, float *out, int64_t out_ld,

@@ -38,8 +38,9 @@ void gemm(const exec &ex, attn_trans trans_a, attn_trans trans_b, int64_t m, int
 void softmax(const exec &ex, int64_t rows, int64_t cols, float scale, const float *x,
              int64_t ldx, float *y, int64_t ldy);
 
-void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
-          const float *v, float *out);
+// q, k, v, out are arrays of d.q_type, d.kv_type, d.kv_type, d.out_type.
+void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
+          void *out);
 
 void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
                    const float *v, const float *out, const float *dout, const float *lse,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/attention_args.hpp"
+#include "kernels/elements.hpp"
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
@@ -109,13 +110,14 @@ void run_tile(const kernels::kernel_table &kt, const kernels::attention_tile &t)
 
 }  // namespace
 
-void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
-          float *out) {
+void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
+          void *out) {
     const kernels::kernel_table *kt = simd_kernels(ex);
     if (!kt) {
-        ref::sdpa(d, q, k, v, out);
+        ref::sdpa_typed(d, q, k, v, out);
         return;
     }
+    using kernels::element_at;
     const sdpa_plan plan(*kt, d);
     const bool split = plan.chunks > 1;
     const bool dropout = d.dropout_p > 0.0f;
@@ -161,16 +163,20 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         const int64_t hk = h / plan.group;
         kernels::attention_tile t{};
         t.rows = d.len_q - i0 < plan.br ? d.len_q - i0 : plan.br;
-        t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
+        t.q = element_at(q, d.q_type, b * d.q.batch + h * d.q.head + i0 * d.q.seq);
+        t.q_type = d.q_type;
         t.q_ld = d.q.seq;
         t.dim_qk = d.dim_qk;
         t.dim_v = d.dim_v;
         t.scale = d.scale;
-        t.k = k + b * d.k.batch + hk * d.k.head;
+        t.k = element_at(k, d.kv_type, b * d.k.batch + hk * d.k.head);
+        t.k_type = d.kv_type;
         t.k_ld = d.k.seq;
         t.len_kv = d.len_kv;
-        t.v = v + b * d.v.batch + hk * d.v.head;
+        t.v = element_at(v, d.kv_type, b * d.v.batch + hk * d.v.head);
+        t.v_type = d.kv_type;
         t.v_ld = d.v.seq;
+        t.out_type = d.out_type;
         // Keys past the batch's length or past the causal limit of the tile's last row are
         // never visited.
         int64_t key_end = keys_in_batch(d, b);
@@ -231,11 +237,13 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
             float *k_packed = packed + s * (head_k + head_v);
             float *v_padded = k_packed + head_k;
             // K panels and padded V rows of this head, once for all its pairs in the range
-            const float *k_head = k + b * d.k.batch + hk * d.k.head;
-            const float *v_head = v + b * d.v.batch + hk * d.v.head;
+            const void *k_head = element_at(k, d.kv_type, b * d.k.batch + hk * d.k.head);
+            const void *v_head = element_at(v, d.kv_type, b * d.v.batch + hk * d.v.head);
             if (pack_per_slot) {
-                kt->attention_pack_k(k_head, d.k.seq, d.len_kv, d.dim_qk, plan.panels, k_packed);
-                kt->attention_pad_v(v_head, d.v.seq, d.len_kv, d.dim_v, v_padded, plan.v_ld);
+                kt->attention_pack_k(k_head, d.kv_type, d.k.seq, d.len_kv, d.dim_qk, plan.panels,
+                                     k_packed);
+                kt->attention_pad_v(v_head, d.kv_type, d.v.seq, d.len_kv, d.dim_v, v_padded,
+                                    plan.v_ld);
             }
             for (int64_t pair = first; pair < last; ++pair) {
                 const int64_t ht = pair / plan.q_tiles, h = hk * plan.group + ht * plan.head_rows;
@@ -245,16 +253,18 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
                 if (pack_per_slot) {
                     t.k_packed = k_packed;
                     t.v = v_padded;
+                    t.v_type = ATTN_DTYPE_F32;
                     t.v_ld = plan.v_ld;
                     t.v_padded = true;
                 }
-                t.out = out + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
+                t.out = element_at(out, d.out_type, b * d.out.batch + h * d.out.head + i0 * d.out.seq);
                 t.out_ld = row_ld_out;
                 t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
                 if (pair + 1 < last && plan.head_rows == 1) {
                     const int64_t next_h = hk * plan.group + (pair + 1) / plan.q_tiles;
                     const int64_t next_i0 = ((pair + 1) % plan.q_tiles) * plan.br;
-                    t.next_q = q + b * d.q.batch + next_h * d.q.head + next_i0 * d.q.seq;
+                    t.next_q = element_at(q, d.q_type,
+                                          b * d.q.batch + next_h * d.q.head + next_i0 * d.q.seq);
                     t.next_q_rows = d.len_q - next_i0 < plan.br ? d.len_q - next_i0 : plan.br;
                 }
                 run_tile(*kt, t);
@@ -271,8 +281,10 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
             const int64_t head = task / plan.chunks, begin = (task % plan.chunks) * plan.chunk_keys;
             const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
             const int64_t keys = std::min(plan.chunk_keys, d.len_kv - begin);
-            kt->attention_pack_k(k + b * d.k.batch + hk * d.k.head + begin * d.k.seq, d.k.seq,
-                                 d.len_kv - begin, d.dim_qk, ceil_div(keys, plan.nr),
+            kt->attention_pack_k(element_at(k, d.kv_type,
+                                            b * d.k.batch + hk * d.k.head + begin * d.k.seq),
+                                 d.kv_type, d.k.seq, d.len_kv - begin, d.dim_qk,
+                                 ceil_div(keys, plan.nr),
                                  packed_heads->get() + head * packed_head_floats +
                                      begin / plan.nr * plan.nr * d.dim_qk);
         });
@@ -294,23 +306,33 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *
         t.key_begin = begin;
         if (end < t.key_end) t.key_end = end;
         t.out = const_cast<float *>(part_out_at[chunk]) + row0 * d.dim_v;
+        t.out_type = ATTN_DTYPE_F32;  // the chunks' rows stay f32 until the merge
         t.out_ld = d.dim_v;
         t.lse = const_cast<float *>(part_lse_at[chunk]) + row0;
         if (packed_heads) t.k_packed = packed_heads->get() + (b * d.heads_kv + hk) * packed_head_floats;
         run_tile(*kt, t);
     });
 
-    // ---- merge the key chunks in chunk order ----
+    // ---- merge the key chunks in chunk order (a 16-bit out through an f32 block) ----
     const int64_t merge_rows = 16;
     const int64_t row_blocks = ceil_div(d.len_q, merge_rows);
+    const bool f32_out = d.out_type == ATTN_DTYPE_F32;
+    std::vector<float> merged(f32_out ? 0 : size_t(slots * merge_rows * d.dim_v));
     parallel_tasks(ex, d.batch * d.heads_q * row_blocks, [&](int64_t task) {
         const int64_t bh = task / row_blocks, i0 = (task % row_blocks) * merge_rows;
         const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
         const int64_t rows = d.len_q - i0 < merge_rows ? d.len_q - i0 : merge_rows;
+        const int64_t out_at = b * d.out.batch + h * d.out.head + i0 * d.out.seq;
+        float *block = f32_out ? static_cast<float *>(out) + out_at
+                               : merged.data() + slot() * merge_rows * d.dim_v;
         kt->attention_merge_rows(plan.chunks, bh * d.len_q + i0, rows, d.dim_v,
-                                 part_out_at.data(), d.dim_v, part_lse_at.data(),
-                                 out + b * d.out.batch + h * d.out.head + i0 * d.out.seq,
-                                 d.out.seq, lse_all ? lse_all + bh * d.len_q + i0 : nullptr);
+                                 part_out_at.data(), d.dim_v, part_lse_at.data(), block,
+                                 f32_out ? d.out.seq : d.dim_v,
+                                 lse_all ? lse_all + bh * d.len_q + i0 : nullptr);
+        if (!f32_out)
+            for (int64_t r = 0; r < rows; ++r)
+                kt->narrow_row(block + r * d.dim_v, d.dim_v,
+                               element_at(out, d.out_type, out_at + r * d.out.seq), d.out_type);
     });
 
     // ---- weights from the merged lse ----

@@ -1,6 +1,8 @@
 // Scalar conversions between f32, bf16 and f16: the rules of attn_convert (attn.h), which
 // are also those of every rounding inside the kernels. Plain integer code on the bit
-// patterns, so any compiler and any CPU give the same results:
+// patterns, so any compiler and any CPU give the same results. (static: the kernels of every
+// ISA include these, and a plain function compiled with one ISA's flags must not be shared
+// with another's translation unit.)
 //   - round to nearest, ties to even;
 //   - NaN stays NaN: narrowing keeps the sign and the top payload bits and sets the quiet
 //     bit; widening is exact (a signalling f16/bf16 NaN stays as it is, bits shifted up);
@@ -14,22 +16,22 @@
 
 namespace attn::convert {
 
-inline uint32_t f32_bits(float x) {
+static inline uint32_t f32_bits(float x) {
     uint32_t u;
     std::memcpy(&u, &x, sizeof u);
     return u;
 }
 
-inline float f32_from_bits(uint32_t u) {
+static inline float f32_from_bits(uint32_t u) {
     float x;
     std::memcpy(&x, &u, sizeof x);
     return x;
 }
 
 // bf16 is the top half of an f32: widening is a shift.
-inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
+static inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
 
-inline uint16_t f32_to_bf16(float x) {
+static inline uint16_t f32_to_bf16(float x) {
     const uint32_t u = f32_bits(x);
     const uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
     if (mag > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // NaN: quiet, payload top
@@ -40,7 +42,7 @@ inline uint16_t f32_to_bf16(float x) {
     return uint16_t(rounded >> 16);
 }
 
-inline float f16_to_f32(uint16_t h) {
+static inline float f16_to_f32(uint16_t h) {
     const uint32_t sign = uint32_t(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
     if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (man << 13));  // inf, NaN
@@ -56,7 +58,7 @@ inline float f16_to_f32(uint16_t h) {
     return f32_from_bits(sign | (uint32_t(113 - shift) << 23) | ((m & 0x3ffu) << 13));
 }
 
-inline uint16_t f32_to_f16(float x) {
+static inline uint16_t f32_to_f16(float x) {
     const uint32_t u = f32_bits(x);
     const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
     const uint32_t mag = u & 0x7fffffffu;

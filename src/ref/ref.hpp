@@ -18,6 +18,9 @@ void softmax(int64_t rows, int64_t cols, float scale, const float *x, int64_t ld
              int64_t ldy);
 
 void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *v, float *out);
+// The same for every type combination (d.q_type, d.kv_type, d.out_type): inputs widened,
+// computed in f32, the output rounded once.
+void sdpa_typed(const attn_sdpa_desc &d, const void *q, const void *k, const void *v, void *out);
 
 void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
                    const float *out, const float *dout, const float *lse, float *dq, float *dk,

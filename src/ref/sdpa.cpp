@@ -49,3 +49,54 @@ void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *
 }
 
 }  // namespace attn::ref
+
+namespace attn::ref {
+namespace {
+
+// Elements spanned by a [batch, heads, seq, dim] tensor with these strides.
+int64_t span_elements(const attn_layout &l, int64_t batch, int64_t heads, int64_t seq,
+                      int64_t dim) {
+    return (batch - 1) * l.batch + (heads - 1) * l.head + (seq - 1) * l.seq + dim;
+}
+
+// The logical elements of a [batch, heads, seq, dim] tensor of type t, widened to f32 at the
+// same offsets (the gaps between rows stay 0).
+std::vector<float> widened(const void *x, attn_dtype t, const attn_layout &l, int64_t batch,
+                           int64_t heads, int64_t seq, int64_t dim) {
+    std::vector<float> out(size_t(span_elements(l, batch, heads, seq, dim)), 0.0f);
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = 0; i < seq; ++i) {
+                const int64_t row = b * l.batch + h * l.head + i * l.seq;
+                for (int64_t c = 0; c < dim; ++c) out[size_t(row + c)] = load_element(x, t, row + c);
+            }
+    return out;
+}
+
+}  // namespace
+
+// Typed attention by the plain route: widen q, k, v to f32 (exact), compute in f32, round
+// each output element once to out_type.
+void sdpa_typed(const attn_sdpa_desc &d, const void *q, const void *k, const void *v, void *out) {
+    if (d.q_type == ATTN_DTYPE_F32 && d.kv_type == ATTN_DTYPE_F32 && d.out_type == ATTN_DTYPE_F32) {
+        sdpa(d, static_cast<const float *>(q), static_cast<const float *>(k),
+             static_cast<const float *>(v), static_cast<float *>(out));
+        return;
+    }
+    const std::vector<float> qf = widened(q, d.q_type, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
+    const std::vector<float> kf = widened(k, d.kv_type, d.k, d.batch, d.heads_kv, d.len_kv, d.dim_qk);
+    const std::vector<float> vf = widened(v, d.kv_type, d.v, d.batch, d.heads_kv, d.len_kv, d.dim_v);
+    std::vector<float> of(size_t(span_elements(d.out, d.batch, d.heads_q, d.len_q, d.dim_v)));
+    attn_sdpa_desc f32 = d;
+    f32.q_type = f32.kv_type = f32.out_type = ATTN_DTYPE_F32;
+    sdpa(f32, qf.data(), kf.data(), vf.data(), of.data());
+    for (int64_t b = 0; b < d.batch; ++b)
+        for (int64_t h = 0; h < d.heads_q; ++h)
+            for (int64_t i = 0; i < d.len_q; ++i) {
+                const int64_t row = b * d.out.batch + h * d.out.head + i * d.out.seq;
+                for (int64_t c = 0; c < d.dim_v; ++c)
+                    store_element(out, d.out_type, row + c, of[size_t(row + c)]);
+            }
+}
+
+}  // namespace attn::ref

@@ -1,0 +1,117 @@
+// Element types in the kernels: rows of f32, bf16 or f16 read as f32 vectors (the widening is
+// exact), and f32 values rounded into an output row (the rules of attn_convert,
+// src/ref/convert.hpp). The tile loops compute in f32 only; these are the places where a
+// stored type meets them: the Q tile, K packing, V padding, the decode kernel's in-place
+// reads, and the output rows. Templated on the xsimd Arch like every kernel.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "attn/attn.h"
+#include "ref/convert.hpp"
+
+namespace attn::kernels {
+
+// Bytes of one element of type t (f32, bf16, f16).
+static constexpr int64_t element_bytes(attn_dtype t) { return t == ATTN_DTYPE_F32 ? 4 : 2; }
+
+// Element i of an array of type t at base, as a pointer.
+static inline const void *element_at(const void *base, attn_dtype t, int64_t i) {
+    return static_cast<const char *>(base) + i * element_bytes(t);
+}
+static inline void *element_at(void *base, attn_dtype t, int64_t i) {
+    return static_cast<char *>(base) + i * element_bytes(t);
+}
+
+// Compile-time element types, for kernels specialised on the stored type.
+struct f32_elements {
+    using storage = float;
+    static constexpr attn_dtype type = ATTN_DTYPE_F32;
+};
+struct bf16_elements {
+    using storage = uint16_t;
+    static constexpr attn_dtype type = ATTN_DTYPE_BF16;
+};
+struct f16_elements {
+    using storage = uint16_t;
+    static constexpr attn_dtype type = ATTN_DTYPE_F16;
+};
+
+// One element as f32.
+template <class Arch, class E>
+inline float widen_one(const typename E::storage *p) {
+    if constexpr (E::type == ATTN_DTYPE_BF16) return convert::bf16_to_f32(*p);
+    else if constexpr (E::type == ATTN_DTYPE_F16) return convert::f16_to_f32(*p);
+    else return *p;
+}
+
+// W consecutive elements at p as one f32 vector (unaligned).
+template <class Arch, class E>
+inline xsimd::batch<float, Arch> widen(const typename E::storage *p) {
+    using fbatch = xsimd::batch<float, Arch>;
+    if constexpr (E::type == ATTN_DTYPE_F32) {
+        return fbatch::load_unaligned(p);
+    } else if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+        if constexpr (E::type == ATTN_DTYPE_BF16)
+            return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        else
+            return _mm512_cvtph_ps(h);
+    } else if constexpr (std::is_base_of_v<xsimd::avx2, Arch>) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+        if constexpr (E::type == ATTN_DTYPE_BF16)
+            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        else
+            return _mm256_cvtph_ps(h);
+    } else {  // SSE4.2: bf16 by a shift; no F16C, so f16 one element at a time
+        if constexpr (E::type == ATTN_DTYPE_BF16) {
+            const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p));
+            return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
+        } else {
+            alignas(16) float x[4];
+            for (int i = 0; i < 4; ++i) x[i] = convert::f16_to_f32(p[i]);
+            return fbatch::load_aligned(x);
+        }
+    }
+}
+
+// dst[0 .. n) = the n elements at src as f32 (whole vectors, then one by one).
+template <class Arch, class E>
+inline void widen_row(const typename E::storage *src, int64_t n, float *dst) {
+    constexpr int64_t W = xsimd::batch<float, Arch>::size;
+    int64_t c = 0;
+    for (; c + W <= n; c += W) widen<Arch, E>(src + c).store_unaligned(dst + c);
+    for (; c < n; ++c) dst[c] = widen_one<Arch, E>(src + c);
+}
+
+// The same with the type known at run time.
+template <class Arch>
+inline void widen_row(const void *src, attn_dtype t, int64_t n, float *dst) {
+    switch (t) {
+    case ATTN_DTYPE_BF16: widen_row<Arch, bf16_elements>(static_cast<const uint16_t *>(src), n, dst); break;
+    case ATTN_DTYPE_F16: widen_row<Arch, f16_elements>(static_cast<const uint16_t *>(src), n, dst); break;
+    default: widen_row<Arch, f32_elements>(static_cast<const float *>(src), n, dst); break;
+    }
+}
+
+// dst[0 .. n) of type t = src[0 .. n) rounded once (attn_convert's rules).
+template <class Arch>
+inline void narrow_row(const float *src, int64_t n, void *dst, attn_dtype t) {
+    if (t == ATTN_DTYPE_F32) {
+        float *out = static_cast<float *>(dst);
+        for (int64_t c = 0; c < n; ++c) out[c] = src[c];
+    } else if (t == ATTN_DTYPE_BF16) {
+        uint16_t *out = static_cast<uint16_t *>(dst);
+        for (int64_t c = 0; c < n; ++c) out[c] = convert::f32_to_bf16(src[c]);
+    } else {
+        uint16_t *out = static_cast<uint16_t *>(dst);
+        for (int64_t c = 0; c < n; ++c) out[c] = convert::f32_to_f16(src[c]);
+    }
+}
+
+}  // namespace attn::kernels
