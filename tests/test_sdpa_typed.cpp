@@ -1,0 +1,247 @@
+// attn_sdpa with 16-bit tensors on every path: each combination of q, k/v and out types,
+// against float64 on the stored inputs with API.md's tolerance rule: the error is at most
+// twice that of the plain computation (inputs as stored, products summed in f32, output
+// rounded once: the reference path) plus two units in the last place of the output type.
+// Options: GQA, causal, masks, kv_len, dropout, lse, weights, split-key decoding, BSHD
+// strides; bitwise across thread counts; the f32 entry points refuse other types.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ref/convert.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using attn_test::path_test;
+
+const char *type_name(attn_dtype t) {
+    return t == ATTN_DTYPE_F32 ? "f32" : t == ATTN_DTYPE_BF16 ? "bf16" : "f16";
+}
+
+// Relative spacing of the output type's floats (one unit in the last place at 1).
+double type_eps(attn_dtype t) {
+    return t == ATTN_DTYPE_F32 ? 0x1p-23 : t == ATTN_DTYPE_BF16 ? 0x1p-7 : 0x1p-10;
+}
+
+// A tensor stored in type t: bytes, and the stored values widened (exactly) to double.
+struct stored {
+    std::vector<uint8_t> bytes;
+    std::vector<double> values;
+    const void *data() const { return bytes.data(); }
+};
+
+stored store(const std::vector<float> &x, attn_dtype t) {
+    stored s;
+    s.bytes.resize(x.size() * attn_dtype_size(t));
+    s.values.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        if (t == ATTN_DTYPE_F32) {
+            std::memcpy(&s.bytes[i * 4], &x[i], 4);
+            s.values[i] = x[i];
+        } else {
+            const uint16_t h = t == ATTN_DTYPE_BF16 ? attn::convert::f32_to_bf16(x[i])
+                                                    : attn::convert::f32_to_f16(x[i]);
+            std::memcpy(&s.bytes[i * 2], &h, 2);
+            s.values[i] = t == ATTN_DTYPE_BF16 ? attn::convert::bf16_to_f32(h)
+                                               : attn::convert::f16_to_f32(h);
+        }
+    }
+    return s;
+}
+
+std::vector<double> widen(const std::vector<uint8_t> &bytes, attn_dtype t) {
+    std::vector<double> out(bytes.size() / attn_dtype_size(t));
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (t == ATTN_DTYPE_F32) {
+            float f;
+            std::memcpy(&f, &bytes[i * 4], 4);
+            out[i] = f;
+        } else {
+            uint16_t h;
+            std::memcpy(&h, &bytes[i * 2], 2);
+            out[i] = t == ATTN_DTYPE_BF16 ? attn::convert::bf16_to_f32(h)
+                                          : attn::convert::f16_to_f32(h);
+        }
+    }
+    return out;
+}
+
+// max |got - want| over max(1, max |want|): normwise, NaN when the NaN patterns differ.
+double norm_error(const std::vector<double> &got, const std::vector<double> &want) {
+    double worst = 0.0, scale = 1.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        if (std::isnan(got[i]) != std::isnan(want[i])) return NAN;
+        scale = std::max(scale, std::fabs(want[i]));
+        worst = std::max(worst, std::fabs(got[i] - want[i]));
+    }
+    return worst / scale;
+}
+
+struct typed_case {
+    const char *name;
+    int64_t batch, heads_q, heads_kv, len_q, len_kv, dim_qk, dim_v;
+    attn_causal causal;
+    bool mask, kv_len, dropout, lse;
+};
+
+const typed_case cases[] = {
+    {"prefill GQA causal", 2, 4, 2, 70, 70, 40, 24, ATTN_CAUSAL_TOP_LEFT, false, false, false, true},
+    {"prefill mask kv_len", 1, 2, 2, 37, 53, 64, 64, ATTN_CAUSAL_NONE, true, true, false, true},
+    {"prefill dropout bottom-right", 1, 2, 1, 19, 131, 32, 48, ATTN_CAUSAL_BOTTOM_RIGHT, false,
+     false, true, false},
+    {"decode 1 row GQA, split keys", 1, 8, 2, 1, 1500, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, false,
+     true, false, true},
+    {"decode 3 rows, odd dims", 2, 2, 2, 3, 700, 45, 37, ATTN_CAUSAL_BOTTOM_RIGHT, true, false,
+     false, true},
+    {"decode 1 row D128", 1, 4, 4, 1, 2100, 128, 128, ATTN_CAUSAL_NONE, false, false, true, true},
+};
+
+class SdpaTyped : public path_test {};
+
+TEST_P(SdpaTyped, EveryTypeCombinationWithinTheToleranceRule) {
+    const attn_dtype types[] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    auto reference = attn_test::make_context(ATTN_IMPL_REFERENCE);
+    uint32_t seed = 40;
+    for (const typed_case &c : cases) {
+        attn_sdpa_desc d = attn_test::make_desc(c.batch, c.heads_q, c.heads_kv, c.len_q, c.len_kv,
+                                                c.dim_qk, c.dim_v);
+        d.causal = c.causal;
+        const auto qf = attn_test::random_tensor(size_t(c.batch * c.heads_q * c.len_q * c.dim_qk), ++seed, -2.0f, 2.0f);
+        const auto kf = attn_test::random_tensor(size_t(c.batch * c.heads_kv * c.len_kv * c.dim_qk), ++seed, -2.0f, 2.0f);
+        const auto vf = attn_test::random_tensor(size_t(c.batch * c.heads_kv * c.len_kv * c.dim_v), ++seed);
+        std::vector<float> mask;
+        if (c.mask) {
+            mask = attn_test::random_tensor(size_t(c.batch * c.heads_q * c.len_q * c.len_kv), ++seed, -3.0f, 1.0f);
+            d.mask = mask.data();
+            d.mask_strides = {c.heads_q * c.len_q * c.len_kv, c.len_q * c.len_kv, c.len_kv};
+        }
+        std::vector<int32_t> kv_len;
+        if (c.kv_len) {
+            for (int64_t b = 0; b < c.batch; ++b) kv_len.push_back(int32_t(c.len_kv - 5 - 11 * b));
+            d.kv_len = kv_len.data();
+        }
+        if (c.dropout) {
+            d.dropout_p = 0.2f;
+            d.dropout_seed = 99;
+        }
+        const size_t out_n = size_t(c.batch * c.heads_q * c.len_q * c.dim_v);
+        for (attn_dtype qt : types)
+            for (attn_dtype kvt : types)
+                for (attn_dtype ot : types) {
+                    SCOPED_TRACE(testing::Message() << c.name << ": q " << type_name(qt) << ", kv "
+                                                    << type_name(kvt) << ", out " << type_name(ot));
+                    const stored q = store(qf, qt), k = store(kf, kvt), v = store(vf, kvt);
+                    d.q_type = qt;
+                    d.kv_type = kvt;
+                    d.out_type = ot;
+                    std::vector<uint8_t> out(out_n * attn_dtype_size(ot), 0xCD), plain = out;
+                    std::vector<float> lse(c.lse ? out_n / size_t(c.dim_v) : 0);
+                    d.lse = c.lse ? lse.data() : nullptr;
+                    ASSERT_EQ(attn_sdpa(ctx(), &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK)
+                        << attn_last_error();
+                    d.lse = nullptr;
+                    ASSERT_EQ(attn_sdpa(reference.get(), &d, q.data(), k.data(), v.data(), plain.data()),
+                              ATTN_OK);
+                    std::vector<double> lse64;
+                    const auto want = attn_test::sdpa_double(d, q.values, k.values, v.values, &lse64);
+                    const double err = norm_error(widen(out, ot), want);
+                    const double err_plain = norm_error(widen(plain, ot), want);
+                    ASSERT_LE(err, 2.0 * err_plain + 2.0 * type_eps(ot))
+                        << "plain 16-bit computation's error " << err_plain;
+                    for (size_t i = 0; i < lse.size(); ++i)
+                        ASSERT_NEAR(lse[i], lse64[i], 1e-5 * (1.0 + std::fabs(lse64[i]))) << "lse " << i;
+                }
+    }
+}
+
+// 16-bit K/V and out: the same bits for 1 and all threads, and on a second run.
+TEST_P(SdpaTyped, BitwiseAcrossThreadCounts) {
+    auto one = attn_test::make_context(GetParam().impl, GetParam().isa, 1);
+    for (const typed_case &c : {cases[0], cases[3], cases[5]}) {
+        SCOPED_TRACE(c.name);
+        attn_sdpa_desc d = attn_test::make_desc(c.batch, c.heads_q, c.heads_kv, c.len_q, c.len_kv,
+                                                c.dim_qk, c.dim_v);
+        d.causal = c.causal;
+        d.q_type = ATTN_DTYPE_BF16;
+        d.kv_type = ATTN_DTYPE_F16;
+        d.out_type = ATTN_DTYPE_BF16;
+        const stored q = store(attn_test::random_tensor(size_t(c.batch * c.heads_q * c.len_q * c.dim_qk), 1), d.q_type);
+        const stored k = store(attn_test::random_tensor(size_t(c.batch * c.heads_kv * c.len_kv * c.dim_qk), 2), d.kv_type);
+        const stored v = store(attn_test::random_tensor(size_t(c.batch * c.heads_kv * c.len_kv * c.dim_v), 3), d.kv_type);
+        const size_t bytes = size_t(c.batch * c.heads_q * c.len_q * c.dim_v) * 2;
+        std::vector<uint8_t> a(bytes), b(bytes), again(bytes);
+        ASSERT_EQ(attn_sdpa(ctx(), &d, q.data(), k.data(), v.data(), a.data()), ATTN_OK);
+        ASSERT_EQ(attn_sdpa(one.get(), &d, q.data(), k.data(), v.data(), b.data()), ATTN_OK);
+        ASSERT_EQ(attn_sdpa(ctx(), &d, q.data(), k.data(), v.data(), again.data()), ATTN_OK);
+        EXPECT_EQ(a, b);
+        EXPECT_EQ(a, again);
+    }
+}
+
+// A bf16 KV cache in BSHD layout with a capacity larger than its filled length, f16 output
+// written into a strided BSHD buffer: equal to the reference within the rule, and the gaps
+// of the output untouched.
+TEST_P(SdpaTyped, StridedCacheAndOutput) {
+    const int64_t B = 2, H = 4, Lq = 5, Lk = 300, cap = 320, D = 64;
+    attn_sdpa_desc d = attn_test::make_desc(B, H, 2, Lq, Lk, D, D);
+    d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    d.k = d.v = {cap * 2 * D, D, 2 * D};           // [B, cap, Hkv, D]
+    d.out = {Lq * H * (D + 8), D + 8, H * (D + 8)};  // [B, Lq, H, D + 8]
+    d.q_type = ATTN_DTYPE_F32;
+    d.kv_type = ATTN_DTYPE_BF16;
+    d.out_type = ATTN_DTYPE_F16;
+    const auto qf = attn_test::random_tensor(size_t(B * H * Lq * D), 5);
+    const stored k = store(attn_test::random_tensor(size_t(B * cap * 2 * D), 6), d.kv_type);
+    const stored v = store(attn_test::random_tensor(size_t(B * cap * 2 * D), 7), d.kv_type);
+    const size_t out_n = size_t(B * Lq * H * (D + 8));
+    std::vector<uint16_t> out(out_n, 0x7777), plain(out_n, 0x7777);
+    auto reference = attn_test::make_context(ATTN_IMPL_REFERENCE);
+    ASSERT_EQ(attn_sdpa(ctx(), &d, qf.data(), k.data(), v.data(), out.data()), ATTN_OK)
+        << attn_last_error();
+    ASSERT_EQ(attn_sdpa(reference.get(), &d, qf.data(), k.data(), v.data(), plain.data()), ATTN_OK);
+    double worst = 0.0;
+    for (size_t i = 0; i < out_n; ++i) {
+        const bool gap = int64_t(i) % (D + 8) >= D;
+        if (gap) {
+            ASSERT_EQ(out[i], 0x7777) << "gap element " << i << " written";
+            continue;
+        }
+        worst = std::max(worst, std::fabs(double(attn::convert::f16_to_f32(out[i])) -
+                                          attn::convert::f16_to_f32(plain[i])));
+    }
+    EXPECT_LE(worst, 4.0 * 0x1p-10);  // a few f16 ulps at |out| <= 1
+}
+
+// The f32 entry points name a 16-bit type field; attn_sdpa names a type outside the enum.
+TEST(SdpaTypedValidation, TypeFieldsAreChecked) {
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, 1, 2, 2, 4);
+    EXPECT_EQ(d.q_type, ATTN_DTYPE_F32);
+    EXPECT_EQ(d.kv_type, ATTN_DTYPE_F32);
+    EXPECT_EQ(d.out_type, ATTN_DTYPE_F32);
+    float q[8] = {}, k[8] = {}, v[8] = {}, out[8] = {}, dout[8] = {}, g[3][8];
+    d.kv_type = ATTN_DTYPE_BF16;
+    EXPECT_EQ(attn_sdpa_f32(nullptr, &d, q, k, v, out), ATTN_INVALID_ARGUMENT);
+    EXPECT_STREQ(attn_last_error(), "attn_sdpa_f32: desc->kv_type = 1, must be ATTN_DTYPE_F32 (0) "
+                                    "here (attn_sdpa takes other types)");
+    EXPECT_EQ(attn_sdpa_backward_f32(nullptr, &d, q, k, v, out, dout, nullptr, g[0], g[1], g[2]),
+              ATTN_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attn_last_error()).find("desc->kv_type = 1"), std::string::npos);
+    d.kv_type = ATTN_DTYPE_F32;
+    d.out_type = attn_dtype(9);
+    EXPECT_EQ(attn_sdpa(nullptr, &d, q, k, v, out), ATTN_INVALID_ARGUMENT);
+    EXPECT_STREQ(attn_last_error(), "attn_sdpa: desc->out_type = 9, must be ATTN_DTYPE_F32 (0), "
+                                    "ATTN_DTYPE_BF16 (1) or ATTN_DTYPE_F16 (2)");
+    // a 16-bit out spans half the bytes: a buffer of 4 uint16 for [1,1,2,2] overlaps nothing
+    d.out_type = ATTN_DTYPE_BF16;
+    d.dim_qk = d.dim_v = 2;
+    d.q = d.k = d.v = d.out = {4, 4, 2};
+    uint16_t out16[4];
+    EXPECT_EQ(attn_sdpa(nullptr, &d, q, k, v, out16), ATTN_OK) << attn_last_error();
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, SdpaTyped, testing::ValuesIn(attn_test::all_paths()),
+                         attn_test::path_name);
+
+}  // namespace
