@@ -37,7 +37,8 @@ const path_contexts &contexts() {
         auto *pcp = new path_contexts;
         path_contexts &pc = *pcp;
         pc.reference = make(ATTN_IMPL_REFERENCE, ATTN_ISA_AUTO, 2);
-        for (attn_isa isa : {ATTN_ISA_SSE4, ATTN_ISA_AVX2, ATTN_ISA_AVX512}) {
+        for (attn_isa isa : {ATTN_ISA_SSE4, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_AVX512_BF16,
+                             ATTN_ISA_AMX}) {
             attn_context *one = make(ATTN_IMPL_SIMD, isa, 1), *two = make(ATTN_IMPL_SIMD, isa, 2);
             if (one && two) {
                 pc.simd.emplace_back(one, two);
