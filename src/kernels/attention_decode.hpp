@@ -55,9 +55,10 @@ constexpr bool scores_fit() {
            decode_block_keys % 16 == 0;
 }
 
-// s[c] = q . k_c for the W keys c = 0 .. W-1 at k + c * k_ld: their dot products accumulate
-// lane-wise side by side, independent chains, each then summed across its lanes (xsimd
-// 8.1's haddp permutes lanes on AVX-512). Dims past the last whole vector one by one.
+// s[c] = q . k_c for the W keys c = 0 .. W-1 at k + c * k_ld (elements of E, widened in
+// registers): their dot products accumulate lane-wise side by side, independent chains, then
+// summed across their lanes all at once (transpose_sum; xsimd 8.1's haddp permutes lanes on
+// AVX-512). Dims past the last whole vector one by one.
 template <class Arch, class E>
 inline void score_group(const float *q, int64_t dim, const typename E::storage *k, int64_t k_ld,
                         float *s) {
@@ -73,8 +74,7 @@ inline void score_group(const float *q, int64_t dim, const typename E::storage *
         for (int n = 0; n < W; ++n)
             acc[n] = xsimd::fma(qv, widen<Arch, E>(k + n * k_ld + d), acc[n]);
     }
-#pragma GCC unroll 16
-    for (int n = 0; n < W; ++n) s[n] = reduce_add<Arch>(acc[n]);
+    transpose_sum<Arch>(acc).store_unaligned(s);
     if (dim_vec < dim)
         for (int n = 0; n < W; ++n)
             for (int64_t d = dim_vec; d < dim; ++d) s[n] += q[d] * widen_one<Arch, E>(k + n * k_ld + d);
@@ -112,42 +112,23 @@ void score_rows(const float *qs, int64_t dim, int64_t rows, const int64_t *visib
 }
 
 // o[rows x dim_v] (leading dimension ldo) = o * rescale[r] + sum_{c < visible[r]} p[r][c] v_c,
-// V rows of type E at v + c * v_ld. Row r sums exactly the keys it sees: a key hidden from it
-// (but seen by a later row) is never multiplied into it, even with weight 0, so a NaN there
-// stays out. Keys go in sub-blocks of decode_pv_keys whose V rows stay in L1 while the
-// register-blocked pv micro-kernel sweeps dim_v a few vectors at a time (16-bit rows are
-// widened into v_buf first, [decode_pv_keys x round_up(dim_v, W)], zero padded); a partial
-// last vector (unpadded f32 V rows) goes column by column.
+// V rows of type E at v + c * v_ld, widened in registers. Row r sums exactly the keys it
+// sees: a key hidden from it (but seen by a later row) is never multiplied into it, even with
+// weight 0, so a NaN there stays out. Keys go in sub-blocks of decode_pv_keys whose V rows
+// stay in L1 while the register-blocked pv micro-kernel sweeps dim_v a few vectors at a time;
+// a partial last vector (rows not padded to whole vectors) goes column by column.
 template <class Arch, class E>
 void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp,
              const typename E::storage *v, int64_t v_ld, int64_t dim_v, bool whole_vectors,
-             float *v_buf, float *o, int64_t ldo, const float *rescale) {
+             float *o, int64_t ldo, const float *rescale) {
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
-    constexpr bool in_place = E::type == ATTN_DTYPE_F32;
     alignas(64) static constexpr float ones[attention_direct_rows] = {1.0f, 1.0f, 1.0f, 1.0f};
-    const int64_t dv_pad = round_up(dim_v, W);
-    if (!in_place) whole_vectors = true;
-    const int64_t vectors = whole_vectors ? dv_pad / W : dim_v / W;
+    const int64_t vectors = whole_vectors ? round_up(dim_v, W) / W : dim_v / W;
     for (int64_t k0 = 0; k0 == 0 || k0 < visible[rows - 1]; k0 += decode_pv_keys) {
         // segment r: keys [visible[r-1], visible[r]) of this sub-block, rows r .. rows-1
         // (visible grows with r); the first call of the first sub-block rescales every row
         const int64_t k1 = k0 + decode_pv_keys;
-        const float *v_sub;  // V row k0 + c at v_sub + c * ld_sub
-        int64_t ld_sub;
-        if constexpr (in_place) {
-            v_sub = v + k0 * v_ld;
-            ld_sub = v_ld;
-        } else {
-            const int64_t keys = (k1 < visible[rows - 1] ? k1 : visible[rows - 1]) - k0;
-            for (int64_t c = 0; c < keys; ++c) {
-                float *dst = v_buf + c * dv_pad;
-                widen_row<Arch, E>(v + (k0 + c) * v_ld, dim_v, dst);
-                for (int64_t x = dim_v; x < dv_pad; ++x) dst[x] = 0.0f;
-            }
-            v_sub = v_buf;
-            ld_sub = dv_pad;
-        }
         for (int64_t r = 0; r < rows; ++r) {
             int64_t from = r == 0 ? 0 : visible[r - 1], to = visible[r];
             from = from < k0 ? k0 : from;
@@ -158,21 +139,20 @@ void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp,
             const int64_t at = to > from ? from : k0;  // where an empty first call points
             for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
                 const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
-                attention_detail::pv_block_any<Arch, attention_direct_rows>(
+                attention_detail::pv_block_any<Arch, attention_direct_rows, E>(
                     rr, nvec, p + r * ldp + at, ldp, to > from ? to - from : 0,
-                    v_sub + (at - k0) * ld_sub + c0 * W, ld_sub, o + r * ldo + c0 * W, ldo,
+                    v + at * v_ld + c0 * W, v_ld, o + r * ldo + c0 * W, ldo,
                     first ? rescale : ones);
             }
         }
     }
-    if constexpr (in_place) {
-        for (int64_t x = vectors * W; x < dim_v; ++x)  // columns of a partial last vector
-            for (int64_t r = 0; r < rows; ++r) {
-                float acc = o[r * ldo + x] * rescale[r];
-                for (int64_t c = 0; c < visible[r]; ++c) acc += p[r * ldp + c] * v[c * v_ld + x];
-                o[r * ldo + x] = acc;
-            }
-    }
+    for (int64_t x = vectors * W; x < dim_v; ++x)  // columns of a partial last vector
+        for (int64_t r = 0; r < rows; ++r) {
+            float acc = o[r * ldo + x] * rescale[r];
+            for (int64_t c = 0; c < visible[r]; ++c)
+                acc += p[r * ldp + c] * widen_one<Arch, E>(v + c * v_ld + x);
+            o[r * ldo + x] = acc;
+        }
 }
 
 }  // namespace attention_decode_detail
@@ -246,8 +226,7 @@ void attention_decode_tile_of(const attention_tile &t) {
 
         // O = O rescale + P V, every V row read once for all rows
         attention_decode_detail::pv_rows<Arch, E>(rows, visible, s, B, v_at, t.v_ld, t.dim_v,
-                                                  whole_vectors, t.scratch + at.v_tile, o,
-                                                  dv_pad, rescale);
+                                                  whole_vectors, o, dv_pad, rescale);
     }
 
     // out = O / l, lse = m + log l (l is 0 for a row that saw no key or only -inf scores)

@@ -9,6 +9,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/elements.hpp"
+
 namespace attn::kernels {
 
 // Block sizes per ISA, in one table.
@@ -52,17 +54,19 @@ inline xsimd::batch<float, Arch> lane_index() {
 // ---- micro-kernels ----------------------------------------------------------------------
 
 // acc[r][n] += a[r * lda + j] * b[j * ldb + n * W ...] for j < count: the register block both
-// micro-kernels are made of, a broadcast from a against N vectors of row j of b.
-template <class Arch, int Rows, int N>
+// micro-kernels are made of, a broadcast from a against N vectors of row j of b (elements of
+// E, widened in registers: each vector once for all rows).
+template <class Arch, int Rows, int N, class E = f32_elements>
 __attribute__((always_inline)) inline void fma_block(xsimd::batch<float, Arch> (&acc)[Rows][N],
-                                                     const float *a, int64_t lda, const float *b,
-                                                     int64_t ldb, int64_t count) {
+                                                     const float *a, int64_t lda,
+                                                     const typename E::storage *b, int64_t ldb,
+                                                     int64_t count) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     for (int64_t j = 0; j < count; ++j) {
         fbatch b_vec[N];
 #pragma GCC unroll 8
-        for (int n = 0; n < N; ++n) b_vec[n] = fbatch::load_unaligned(b + j * ldb + n * W);
+        for (int n = 0; n < N; ++n) b_vec[n] = widen<Arch, E>(b + j * ldb + n * W);
 #pragma GCC unroll 32
         for (int r = 0; r < Rows; ++r) {
             const fbatch a_val(a[r * lda + j]);
@@ -129,10 +133,10 @@ inline void score_block_rows(int rows, int vectors, const float *qs, int64_t ldq
     }
 }
 
-// o[Rows x NV*W] = o * rescale[r] + p[Rows x keys] * v[keys x NV*W].
-template <class Arch, int Rows, int NV>
-inline void pv_block(const float *p, int64_t ldp, int64_t keys, const float *v, int64_t ldv,
-                     float *o, int64_t ldo, const float *rescale) {
+// o[Rows x NV*W] = o * rescale[r] + p[Rows x keys] * v[keys x NV*W], V of element type E.
+template <class Arch, int Rows, int NV, class E = f32_elements>
+inline void pv_block(const float *p, int64_t ldp, int64_t keys, const typename E::storage *v,
+                     int64_t ldv, float *o, int64_t ldo, const float *rescale) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     fbatch acc[Rows][NV];
@@ -142,37 +146,38 @@ inline void pv_block(const float *p, int64_t ldp, int64_t keys, const float *v, 
 #pragma GCC unroll 8
         for (int c = 0; c < NV; ++c) acc[r][c] = fbatch::load_aligned(o + r * ldo + c * W) * a;
     }
-    fma_block<Arch, Rows, NV>(acc, p, ldp, v, ldv, keys);
+    fma_block<Arch, Rows, NV, E>(acc, p, ldp, v, ldv, keys);
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < NV; ++c) acc[r][c].store_aligned(o + r * ldo + c * W);
 }
 
-template <class Arch, int Rows, int NV>
+template <class Arch, int Rows, int NV, class E = f32_elements>
 inline void pv_block_vectors(int vectors, const float *p, int64_t ldp, int64_t keys,
-                             const float *v, int64_t ldv, float *o, int64_t ldo,
+                             const typename E::storage *v, int64_t ldv, float *o, int64_t ldo,
                              const float *rescale) {
     if constexpr (NV == 1) {
-        pv_block<Arch, Rows, 1>(p, ldp, keys, v, ldv, o, ldo, rescale);
+        pv_block<Arch, Rows, 1, E>(p, ldp, keys, v, ldv, o, ldo, rescale);
     } else {
-        if (vectors == NV) return pv_block<Arch, Rows, NV>(p, ldp, keys, v, ldv, o, ldo, rescale);
-        pv_block_vectors<Arch, Rows, NV - 1>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+        if (vectors == NV)
+            return pv_block<Arch, Rows, NV, E>(p, ldp, keys, v, ldv, o, ldo, rescale);
+        pv_block_vectors<Arch, Rows, NV - 1, E>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
     }
 }
 
-template <class Arch, int Rows>
+template <class Arch, int Rows, class E = f32_elements>
 inline void pv_block_any(int rows, int vectors, const float *p, int64_t ldp, int64_t keys,
-                         const float *v, int64_t ldv, float *o, int64_t ldo,
+                         const typename E::storage *v, int64_t ldv, float *o, int64_t ldo,
                          const float *rescale) {
     constexpr int nv = attention_blocking<Arch>::nv;
     if constexpr (Rows == 1) {
-        pv_block_vectors<Arch, 1, nv>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+        pv_block_vectors<Arch, 1, nv, E>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
     } else {
         if (rows == Rows)
-            return pv_block_vectors<Arch, Rows, nv>(vectors, p, ldp, keys, v, ldv, o, ldo,
-                                                    rescale);
-        pv_block_any<Arch, Rows - 1>(rows, vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+            return pv_block_vectors<Arch, Rows, nv, E>(vectors, p, ldp, keys, v, ldv, o, ldo,
+                                                       rescale);
+        pv_block_any<Arch, Rows - 1, E>(rows, vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
     }
 }
 

@@ -8,6 +8,8 @@
 // out-of-line std:: functions.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -59,6 +61,42 @@ inline xsimd::batch<float, Arch> reduce_max_broadcast(const xsimd::batch<float, 
 template <class Arch>
 inline float reduce_max(const xsimd::batch<float, Arch> &x) {
     return reduce_max_broadcast(x).get(0);
+}
+
+// The W lane sums of W vectors at once: element n of the result is the sum of a[n]'s lanes
+// (W = lanes of the batch). A transposing reduction: pairs, then quads within each 128-bit
+// lane, then across the lanes, 15 adds and 30 shuffles on AVX-512 where 16 separate
+// horizontal sums cost several times that. The order of the additions is fixed per ISA.
+template <class Arch>
+inline xsimd::batch<float, Arch> transpose_sum(const xsimd::batch<float, Arch> *a) {
+    using fbatch = xsimd::batch<float, Arch>;
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        __m512 t[8], u[4], v[2];
+        for (int k = 0; k < 8; ++k)  // per 128-bit lane: [a2k, a2k+1, a2k, a2k+1] halves
+            t[k] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * k], a[2 * k + 1]),
+                                 _mm512_unpackhi_ps(a[2 * k], a[2 * k + 1]));
+        for (int k = 0; k < 4; ++k)  // per 128-bit lane q: the lane-q sums of a4k .. a4k+3
+            u[k] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * k], t[2 * k + 1], 0x44),
+                                 _mm512_shuffle_ps(t[2 * k], t[2 * k + 1], 0xEE));
+        for (int j = 0; j < 2; ++j)  // lanes (0+1, 2+3) of u[2j], then of u[2j+1]
+            v[j] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * j], u[2 * j + 1], 0x88),
+                                 _mm512_shuffle_f32x4(u[2 * j], u[2 * j + 1], 0xDD));
+        return _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x88),
+                             _mm512_shuffle_f32x4(v[0], v[1], 0xDD));
+    } else if constexpr (std::is_base_of_v<xsimd::avx, Arch>) {
+        __m256 u[2];
+        for (int k = 0; k < 2; ++k)  // per 128-bit lane q: the lane-q sums of a4k .. a4k+3
+            u[k] = _mm256_hadd_ps(_mm256_hadd_ps(a[4 * k], a[4 * k + 1]),
+                                  _mm256_hadd_ps(a[4 * k + 2], a[4 * k + 3]));
+        return _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20),
+                             _mm256_permute2f128_ps(u[0], u[1], 0x31));
+    } else if constexpr (fbatch::size == 4) {
+        return _mm_hadd_ps(_mm_hadd_ps(a[0], a[1]), _mm_hadd_ps(a[2], a[3]));
+    } else {
+        alignas(64) float sums[fbatch::size];
+        for (size_t n = 0; n < fbatch::size; ++n) sums[n] = reduce_add<Arch>(a[n]);
+        return fbatch::load_aligned(sums);
+    }
 }
 
 // max(lo, min(hi, x)), and NaN when x is NaN: x86 min/max return their second operand when
