@@ -410,6 +410,19 @@ void load_scaled_q(const attention_tile &t, float *qs) {
     }
 }
 
+// How a tile's scores are formed, the one part of the tile loop that depends on the compute
+// type: f32 products here (Q scaled and widened into the q region, K packed in f32 panels);
+// attention_bf16.hpp has the bf16-pair one. load_q fills the scratch's q region for the tile;
+// tile writes S = scale Q K^T for keys j0 .. j0+cols-1 (see tile_scores_for).
+template <class Arch>
+struct f32_scores {
+    static void load_q(const attention_tile &t, float *q_region) { load_scaled_q<Arch>(t, q_region); }
+    static bool tile(const attention_tile &t, const float *q_region, int64_t j0, int64_t cols,
+                     float *s, float *k_buf, float *score_max) {
+        return tile_scores_for<Arch>(t, q_region, j0, cols, s, k_buf, score_max);
+    }
+};
+
 }  // namespace attention_detail
 
 // ---- entry points (in the kernel table) -----------------------------------------------------
@@ -441,8 +454,8 @@ void attention_pad_v(const void *v, attn_dtype v_type, int64_t v_ld, int64_t key
     }
 }
 
-template <class Arch>
-void attention_forward_tile(const attention_tile &t) {
+template <class Arch, class Scores>
+void attention_forward_tile_with(const attention_tile &t) {
     using namespace attention_detail;
     using blk = attention_blocking<Arch>;
     using fbatch = xsimd::batch<float, Arch>;
@@ -463,7 +476,7 @@ void attention_forward_tile(const attention_tile &t) {
     constexpr int nr = panel_keys<Arch>;
     const float unit_rescale = 1.0f;
 
-    load_scaled_q<Arch>(t, qs);
+    Scores::load_q(t, qs);
     for (int64_t i = 0; i < t.rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
     // all br rows, so the rescale below runs on whole vectors (rows past t.rows stay empty)
     for (int64_t r = 0; r < blk::br; ++r) {
@@ -475,9 +488,8 @@ void attention_forward_tile(const attention_tile &t) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
 
         // S = (scale Q) K^T for this tile, and its row maxima over whole panels
-        const bool maxima = tile_scores_for<Arch>(t, qs, j0, cols, s, t.scratch + at.k_panels,
-                                                  score_max) &&
-                            cols % nr == 0;
+        const bool maxima =
+            Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, score_max) && cols % nr == 0;
 
         // online softmax: m' = max(m, rowmax S), P = exp(S - m'), sum P
         const bool last_tile = j0 + blk::bc >= t.key_end;
@@ -555,13 +567,18 @@ void attention_forward_tile(const attention_tile &t) {
     write_rows<Arch>(t, o, dv_pad, m, l);
 }
 
+template <class Arch>
+void attention_forward_tile(const attention_tile &t) {
+    attention_forward_tile_with<Arch, attention_detail::f32_scores<Arch>>(t);
+}
+
 // weights row r, keys [0, len_kv) = exp(S_rj - m_r) / l_r where key j is visible, 0
 // elsewhere (the softmax before dropout), recomputing S. after_forward: the tile's
 // attention_forward_tile just ran on this scratch, which still holds every row's max m and
 // sum l; else m = t.lse[r] and l = 1 (rows merged from split keys).
-template <class Arch>
-void attention_weights_tile(const attention_tile &t, float *weights, int64_t weights_ld,
-                            bool after_forward) {
+template <class Arch, class Scores>
+void attention_weights_tile_with(const attention_tile &t, float *weights, int64_t weights_ld,
+                                 bool after_forward) {
     using namespace attention_detail;
     using blk = attention_blocking<Arch>;
     using fbatch = xsimd::batch<float, Arch>;
@@ -573,7 +590,7 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
     const float *m = t.scratch + at.row_max;
     const float *l = t.scratch + at.row_sum;
 
-    if (!after_forward) load_scaled_q<Arch>(t, qs);  // else still there
+    if (!after_forward) Scores::load_q(t, qs);  // else still there
     for (int64_t r = 0; r < t.rows; ++r) {
         float *w_row = weights + r * weights_ld;
         for (int64_t j = 0; j < t.key_begin; ++j) w_row[j] = 0.0f;
@@ -582,8 +599,7 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
     }
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
-        tile_scores_for<Arch>(t, qs, j0, cols, s, t.scratch + at.k_panels,
-                              t.scratch + at.score_max);
+        Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, t.scratch + at.score_max);
         for (int64_t r = 0; r < t.rows; ++r) {
             float *s_row = s + r * blk::bc;
             float *w_row = weights + r * weights_ld + j0;
@@ -605,6 +621,13 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
             for (c = visible; c < cols; ++c) w_row[c] = 0.0f;
         }
     }
+}
+
+template <class Arch>
+void attention_weights_tile(const attention_tile &t, float *weights, int64_t weights_ld,
+                            bool after_forward) {
+    attention_weights_tile_with<Arch, attention_detail::f32_scores<Arch>>(t, weights, weights_ld,
+                                                                         after_forward);
 }
 
 }  // namespace attn::kernels

@@ -32,6 +32,9 @@ struct attention_tile {
     // is null, read from k + j * k_ld (elements of k_type): straight from the rows for at
     // most attention_direct_rows query rows, else packed tile by tile into the scratch.
     const float *k_packed;
+    // The bf16-pair path (attention_bf16.hpp): K packed once per head in its pair panels, or
+    // null (packed tile by tile into the scratch).
+    const uint16_t *k_pairs;
     const void *k;
     attn_dtype k_type;
     int64_t k_ld;

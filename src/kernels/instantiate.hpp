@@ -2,13 +2,7 @@
 // instantiates every kernel template for Arch and fills that ISA's kernel_table.
 #pragma once
 
-// GCC 12's AVX-512 intrinsics pass an uninitialised __m512 as the unused merge operand
-// (GCC bug 105593), and -Wuninitialized reports it at every inlined use. The pragmas must
-// come before the intrinsics headers are first included.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "kernels/intrinsics.hpp"  // first: see there
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/attention.hpp"

@@ -51,6 +51,14 @@ struct kernel_table {
     void (*attention_decode_tile)(const struct attention_tile &tile);
     void (*attention_weights_tile)(const struct attention_tile &tile, float *weights,
                                    int64_t weights_ld, bool after_forward);
+    // Scores from bf16 pairs (attention_bf16.hpp), on the levels with VDPBF16PS (else null):
+    // K packed into pair panels (at most panels * nr * dim_qk floats' worth of bytes), and
+    // the tile kernels of the same contract as the f32 ones, with t.k_pairs for t.k_packed.
+    void (*attention_pack_k_bf16)(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
+                                  int64_t dim_qk, int64_t panels, uint16_t *packed);
+    void (*attention_forward_tile_bf16)(const struct attention_tile &tile);
+    void (*attention_weights_tile_bf16)(const struct attention_tile &tile, float *weights,
+                                        int64_t weights_ld, bool after_forward);
     // dst[0 .. n) of type t = src rounded once (attn_convert's rules).
     void (*narrow_row)(const float *src, int64_t n, void *dst, attn_dtype t);
     void (*attention_merge_rows)(int64_t parts, int64_t first, int64_t rows, int64_t dim_v,

@@ -100,12 +100,50 @@ struct sdpa_plan {
     }
 };
 
-// A few query rows reading K in place (decoding) take the bandwidth-bound kernel.
-void run_tile(const kernels::kernel_table &kt, const kernels::attention_tile &t) {
-    if (t.rows <= kernels::attention_direct_rows && !t.k_packed)
+// Whether the scores come from bf16 pairs: the ISA has them, and the products allow them
+// (q and k stored in bf16, whose products are exact in f32; or ATTN_FPMATH_BF16).
+bool bf16_scores(const kernels::kernel_table &kt, const exec &ex, const attn_sdpa_desc &d) {
+    if (!kt.attention_forward_tile_bf16) return false;
+    return ex.fpmath == ATTN_FPMATH_BF16 ||
+           (d.q_type == ATTN_DTYPE_BF16 && d.kv_type == ATTN_DTYPE_BF16);
+}
+
+// A few query rows reading K in place (decoding) take the bandwidth-bound kernel (exact
+// products of the stored values whatever the fpmath); the others the fused tile kernel,
+// with f32 or bf16-pair scores.
+void run_tile(const kernels::kernel_table &kt, bool pairs, const kernels::attention_tile &t) {
+    if (t.rows <= kernels::attention_direct_rows && !t.k_packed && !t.k_pairs)
         kt.attention_decode_tile(t);
+    else if (pairs)
+        kt.attention_forward_tile_bf16(t);
     else
         kt.attention_forward_tile(t);
+}
+
+// The head's K packed for the tile kernel: f32 panels, or bf16-pair panels (in the same
+// buffer, which is large enough for either).
+void pack_head_k(const kernels::kernel_table &kt, bool pairs, const void *k, attn_dtype k_type,
+                 int64_t k_ld, int64_t keys, int64_t dim_qk, int64_t panels, float *packed) {
+    if (pairs)
+        kt.attention_pack_k_bf16(k, k_type, k_ld, keys, dim_qk, panels,
+                                 reinterpret_cast<uint16_t *>(packed));
+    else
+        kt.attention_pack_k(k, k_type, k_ld, keys, dim_qk, panels, packed);
+}
+
+void set_packed_k(kernels::attention_tile &t, bool pairs, const float *packed) {
+    if (pairs)
+        t.k_pairs = reinterpret_cast<const uint16_t *>(packed);
+    else
+        t.k_packed = packed;
+}
+
+void weights_tile(const kernels::kernel_table &kt, bool pairs, const kernels::attention_tile &t,
+                  float *weights, int64_t ld, bool after_forward) {
+    if (pairs)
+        kt.attention_weights_tile_bf16(t, weights, ld, after_forward);
+    else
+        kt.attention_weights_tile(t, weights, ld, after_forward);
 }
 
 }  // namespace
@@ -120,6 +158,9 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
     using kernels::element_at;
     const sdpa_plan plan(*kt, d);
     const bool split = plan.chunks > 1;
+    const bool pair_scores = bf16_scores(*kt, ex, d);
+    // A key's share of a packed K panel, in floats: dim_qk f32, or dim_qk / 2 bf16 pairs.
+    const int64_t packed_row_floats = pair_scores ? (d.dim_qk + 1) / 2 : d.dim_qk;
     const bool dropout = d.dropout_p > 0.0f;
     const int64_t offset = causal_offset(d);
 
@@ -240,8 +281,8 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
             const void *k_head = element_at(k, d.kv_type, b * d.k.batch + hk * d.k.head);
             const void *v_head = element_at(v, d.kv_type, b * d.v.batch + hk * d.v.head);
             if (pack_per_slot) {
-                kt->attention_pack_k(k_head, d.kv_type, d.k.seq, d.len_kv, d.dim_qk, plan.panels,
-                                     k_packed);
+                pack_head_k(*kt, pair_scores, k_head, d.kv_type, d.k.seq, d.len_kv, d.dim_qk,
+                            plan.panels, k_packed);
                 kt->attention_pad_v(v_head, d.kv_type, d.v.seq, d.len_kv, d.dim_v, v_padded,
                                     plan.v_ld);
             }
@@ -251,7 +292,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
                 const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
                 kernels::attention_tile t = make_unit_tile(b, hk, ht, i0, s);
                 if (pack_per_slot) {
-                    t.k_packed = k_packed;
+                    set_packed_k(t, pair_scores, k_packed);
                     t.v = v_padded;
                     t.v_type = ATTN_DTYPE_F32;
                     t.v_ld = plan.v_ld;
@@ -267,9 +308,9 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
                                           b * d.q.batch + next_h * d.q.head + next_i0 * d.q.seq);
                     t.next_q_rows = d.len_q - next_i0 < plan.br ? d.len_q - next_i0 : plan.br;
                 }
-                run_tile(*kt, t);
+                run_tile(*kt, pair_scores, t);
                 if (d.weights)
-                    kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv, true);
+                    weights_tile(*kt, pair_scores, t, d.weights + row0 * d.len_kv, d.len_kv, true);
             }
         });
         return;
@@ -281,12 +322,11 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
             const int64_t head = task / plan.chunks, begin = (task % plan.chunks) * plan.chunk_keys;
             const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
             const int64_t keys = std::min(plan.chunk_keys, d.len_kv - begin);
-            kt->attention_pack_k(element_at(k, d.kv_type,
-                                            b * d.k.batch + hk * d.k.head + begin * d.k.seq),
-                                 d.kv_type, d.k.seq, d.len_kv - begin, d.dim_qk,
-                                 ceil_div(keys, plan.nr),
-                                 packed_heads->get() + head * packed_head_floats +
-                                     begin / plan.nr * plan.nr * d.dim_qk);
+            pack_head_k(*kt, pair_scores,
+                        element_at(k, d.kv_type, b * d.k.batch + hk * d.k.head + begin * d.k.seq),
+                        d.kv_type, d.k.seq, d.len_kv - begin, d.dim_qk, ceil_div(keys, plan.nr),
+                        packed_heads->get() + head * packed_head_floats +
+                            begin / plan.nr * plan.nr * packed_row_floats);
         });
     }
 
@@ -309,8 +349,9 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         t.out_type = ATTN_DTYPE_F32;  // the chunks' rows stay f32 until the merge
         t.out_ld = d.dim_v;
         t.lse = const_cast<float *>(part_lse_at[chunk]) + row0;
-        if (packed_heads) t.k_packed = packed_heads->get() + (b * d.heads_kv + hk) * packed_head_floats;
-        run_tile(*kt, t);
+        if (packed_heads)
+            set_packed_k(t, pair_scores, packed_heads->get() + (b * d.heads_kv + hk) * packed_head_floats);
+        run_tile(*kt, pair_scores, t);
     });
 
     // ---- merge the key chunks in chunk order (a 16-bit out through an f32 block) ----
@@ -342,7 +383,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         kernels::attention_tile t = make_tile(bh / d.heads_q, bh % d.heads_q, i0, slot());
         const int64_t row0 = bh * d.len_q + i0;
         t.lse = lse_all + row0;
-        kt->attention_weights_tile(t, d.weights + row0 * d.len_kv, d.len_kv, false);
+        weights_tile(*kt, pair_scores, t, d.weights + row0 * d.len_kv, d.len_kv, false);
     });
 }
 
