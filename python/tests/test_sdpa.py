@@ -116,3 +116,15 @@ def test_shape_errors():
         attn.sdpa(q, np.zeros((1, 2, 4, 4), np.float32), q)
     with pytest.raises(attn.AttnError, match="len_q"):
         attn.sdpa(np.zeros((1, 2, 0, 8), np.float32), q, q)
+
+
+def test_typed_inputs_if_exported():
+    """float16 q, k, v through the typed attn_sdpa, when the loaded library exports it."""
+    if not attn.has_typed():
+        pytest.skip("the loaded libattn does not export attn_sdpa (typed) and attn_convert")
+    rng = np.random.default_rng(8)
+    q, k, v = (rand(rng, 1, 2, 6, 16).astype(np.float16) for _ in range(3))
+    out = attn.sdpa(q, k, v, causal=True)
+    assert out.dtype == np.float16
+    ref = attn.sdpa(*(a.astype(np.float32) for a in (q, k, v)), causal=True)
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2e-3, atol=2e-3)
