@@ -121,7 +121,7 @@ def test_shape_errors():
 def test_typed_inputs_if_exported():
     """float16 q, k, v through the typed attn_sdpa, when the loaded library exports it."""
     if not attn.has_typed():
-        pytest.skip("the loaded libattn does not export attn_sdpa (typed) and attn_convert")
+        pytest.skip("the loaded libattn does not export the typed attn_sdpa")
     rng = np.random.default_rng(8)
     q, k, v = (rand(rng, 1, 2, 6, 16).astype(np.float16) for _ in range(3))
     out = attn.sdpa(q, k, v, causal=True)
