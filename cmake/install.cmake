@@ -1,4 +1,4 @@
-# Installed: include/attn/attn.h, lib/libattn.a, the CMake package (attn::attn) and attn.pc.
+# Installed: include/attn/attn.h, lib/libattn.a, lib/libattn.so (ATTN_BUILD_SHARED), the CMake package (attn::attn) and attn.pc.
 # Both package files locate the prefix relative to themselves, so an install tree can be
 # moved, and `cmake --install <build> --prefix <dir>` works without reconfiguring.
 include(CMakePackageConfigHelpers)
@@ -12,6 +12,11 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/attn DESTINATION ${CMAKE_INSTALL
 # package's find_dependency) and, for C consumers, the C++ runtime and libm.
 install(TARGETS attn EXPORT attnTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# libattn.so beside it (exported as attn::attn_shared); attn::attn and attn.pc stay static.
+if(ATTN_BUILD_SHARED)
+  install(TARGETS attn_shared EXPORT attnTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(EXPORT attnTargets NAMESPACE attn:: DESTINATION ${ATTN_CMAKE_DIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/attnConfig.cmake.in

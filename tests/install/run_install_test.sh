@@ -15,6 +15,10 @@ echo "== cmake --install $build --prefix $prefix"
 for f in include/attn/attn.h lib/libattn.a lib/cmake/attn/attnConfig.cmake lib/pkgconfig/attn.pc; do
     test -f "$prefix/$f" || { echo "missing after install: $f"; exit 1; }
 done
+# The shared library, when the build made one (ATTN_BUILD_SHARED), is installed beside it.
+if [ -e "$build/src/libattn.so" ]; then
+    test -e "$prefix/lib/libattn.so" || { echo "missing after install: lib/libattn.so"; exit 1; }
+fi
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 for mode in "" "--static"; do

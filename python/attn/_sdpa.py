@@ -1,0 +1,166 @@
+"""sdpa and sdpa_backward: scaled dot-product attention on NumPy arrays."""
+import ctypes
+
+import numpy as np
+
+from . import _lib, _tensors
+from ._context import handle
+
+# numpy dtype -> attn_dtype for the typed attn_sdpa (bf16 travels as uint16 bit patterns).
+_TYPED = {np.dtype(np.float32): 0, np.dtype(np.uint16): 1, np.dtype(np.float16): 2}
+_NUMPY = {0: np.float32, 1: np.uint16, 2: np.float16}
+
+
+def _causal(c):
+    if c is None or c is False:
+        return 0
+    if c is True:
+        return 1
+    if c in _lib.CAUSAL:
+        return _lib.CAUSAL[c]
+    raise ValueError("causal = %r, must be False, True, 'top_left' or 'bottom_right'" % (c,))
+
+
+def _to_bhsd(a, layout, name):
+    a = a if isinstance(a, np.ndarray) else np.asarray(a, np.float32)
+    if a.ndim != 4:
+        raise ValueError("%s must be 4-D (%s), got shape %s" % (name, layout.upper(), a.shape))
+    return a.transpose(0, 2, 1, 3) if layout == "bshd" else a
+
+
+def _set_layout(lay, a):
+    lay.batch, lay.head, lay.seq, _ = _tensors.elem_strides(a)
+
+
+def _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p, dropout_seed, dtype):
+    """(desc, q, k, v, keep-alive list) with q, k, v as BHSD views the API can take."""
+    if layout not in ("bhsd", "bshd"):
+        raise ValueError("layout = %r, must be 'bhsd' or 'bshd'" % (layout,))
+    q, k, v = (_to_bhsd(a, layout, n) for a, n in ((q, "q"), (k, "k"), (v, "v")))
+    q = _tensors.prepare(q, dtype[0], "q")
+    k = _tensors.prepare(k, dtype[1], "k")
+    v = _tensors.prepare(v, dtype[1], "v")
+    B, Hq, Lq, D = q.shape
+    _, Hkv, Lk, _ = k.shape
+    if k.shape[0] != B or k.shape[3] != D:
+        raise ValueError("k must be [%d, heads_kv, len_kv, %d] (BHSD), got %s" % (B, D, k.shape))
+    if v.shape[:3] != k.shape[:3]:
+        raise ValueError("v must be [%d, %d, %d, dim_v] (BHSD), got %s" % (k.shape[:3] + (v.shape,)))
+    d = _lib.attn_sdpa_desc()
+    _lib.lib().attn_sdpa_desc_init(ctypes.byref(d), B, Hq, Lq, Lk, D)
+    d.heads_kv, d.dim_v = Hkv, v.shape[3]
+    for lay, a in ((d.q, q), (d.k, k), (d.v, v)):
+        _set_layout(lay, a)
+    if scale is not None:
+        d.scale = float(scale)
+    d.causal = _causal(causal)
+    keep = []
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype == np.bool_:  # True = the key takes part (PyTorch's boolean attn_mask)
+            mask = np.where(mask, np.float32(0), np.float32(-np.inf))
+        m = np.broadcast_to(_tensors.prepare(mask, name="mask"), (B, Hq, Lq, Lk))
+        keep.append(m)
+        d.mask = _tensors.ptr(m)
+        _set_layout(d.mask_strides, m)
+    if kv_len is not None:
+        kl = np.ascontiguousarray(kv_len, dtype=np.int32)
+        if kl.shape != (B,):
+            raise ValueError("kv_len must have shape [%d], got %s" % (B, kl.shape))
+        keep.append(kl)
+        d.kv_len = _tensors.ptr(kl)
+    d.dropout_p, d.dropout_seed = float(dropout_p), int(dropout_seed)
+    return d, q, k, v, keep
+
+
+def _new_out(B, H, L, Dv, layout, dtype=np.float32):
+    """A dense output in the caller's layout, and its BHSD view."""
+    if layout == "bshd":
+        o = np.empty((B, L, H, Dv), dtype)
+        return o, o.transpose(0, 2, 1, 3)
+    o = np.empty((B, H, L, Dv), dtype)
+    return o, o
+
+
+def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.0,
+         dropout_seed=0, return_lse=False, return_weights=False, layout="bhsd", ctx=None,
+         out_dtype=None):
+    """out = softmax(scale * q @ k^T + mask) @ v per batch and head.
+
+    layout "bhsd": q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out [B, Hq, Lq, Dv];
+    layout "bshd": q [B, Lq, Hq, D], k [B, Lk, Hkv, D], v [B, Lk, Hkv, Dv], out [B, Lq, Hq, Dv].
+    Any strides with a contiguous last dim are used as they are (e.g. the transpose of a BSHD
+    array passed with layout "bhsd"); other arrays are copied. Hq != Hkv: grouped-query
+    attention (Hq a multiple of Hkv; query head h reads kv head h // (Hq // Hkv)).
+    causal: False | True (= "top_left", key j <= query i) | "bottom_right" (j <= i + Lk - Lq).
+    scale: None = 1/sqrt(D). mask: additive float, broadcastable to [B, Hq, Lq, Lk] (boolean:
+    True = visible, False = -inf). kv_len: [B] ints, keys j >= kv_len[b] hidden.
+    dropout_p in [0, 1) with dropout_seed (deterministic). Returns out, then lse [B, Hq, Lq]
+    if return_lse, then weights [B, Hq, Lq, Lk] (before dropout) if return_weights.
+    float32 arrays; with a library exporting attn_sdpa, float16 and bfloat16-as-uint16 q, k, v
+    are passed as they are (k and v of one type), out in out_dtype (default q's dtype).
+    """
+    typed = _lib.has("attn_sdpa")
+    qd = np.asarray(q).dtype if typed else None
+    kd = np.asarray(k).dtype if typed else None
+    if typed and qd in _TYPED and kd in _TYPED and (qd != np.float32 or kd != np.float32
+                                                    or out_dtype not in (None, np.float32)):
+        types = (qd, kd)
+        od = np.dtype(out_dtype if out_dtype is not None else qd)
+        if od not in _TYPED:
+            raise ValueError("out_dtype must be float32, float16 or uint16 (bf16)")
+    else:
+        types, od = (_tensors.F32, _tensors.F32), _tensors.F32
+    d, q, k, v, keep = _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p,
+                             dropout_seed, types)
+    B, Hq, Lq, _ = q.shape
+    out, out4 = _new_out(B, Hq, Lq, d.dim_v, layout, od)
+    _set_layout(d.out, out4)
+    lse = np.empty((B, Hq, Lq), np.float32) if return_lse else None
+    w = np.empty((B, Hq, Lq, d.len_kv), np.float32) if return_weights else None
+    d.lse, d.weights = _tensors.ptr(lse), _tensors.ptr(w)
+    args = (handle(ctx), ctypes.byref(d), _tensors.ptr(q), _tensors.ptr(k), _tensors.ptr(v),
+            _tensors.ptr(out))
+    if types == (_tensors.F32, _tensors.F32) and od == _tensors.F32:
+        _lib.call("attn_sdpa_f32", *args)
+    else:
+        d.q_type, d.kv_type, d.out_type = _TYPED[types[0]], _TYPED[types[1]], _TYPED[od]
+        _lib.call("attn_sdpa", *args)
+    res = (out,) + ((lse,) if return_lse else ()) + ((w,) if return_weights else ())
+    return res[0] if len(res) == 1 else res
+
+
+def sdpa_backward(q, k, v, out, dout, lse=None, causal=False, scale=None, mask=None,
+                  kv_len=None, dropout_p=0.0, dropout_seed=0, layout="bhsd", ctx=None):
+    """Gradients (dq, dk, dv) of a loss given dout = dL/dout, for sdpa with the same options.
+
+    q, k, v, out, dout in `layout` as for sdpa (out, dout of out's shape); lse: the forward's
+    [B, Hq, Lq] (None: recomputed). dq, dk, dv have the shapes of q, k, v and, when those are
+    views (e.g. BSHD), the same strides; with grouped-query attention dk, dv sum over the
+    query heads of a group. float32 only."""
+    q0 = _to_bhsd(q, layout, "q")
+    # The gradients share the layouts of q, k, v: those must not repeat elements.
+    q, k, v = (a if _tensors.injective(a) else np.ascontiguousarray(a) for a in
+               (q0, _to_bhsd(k, layout, "k"), _to_bhsd(v, layout, "v")))
+    d, q, k, v, keep = _desc(q, k, v, "bhsd", causal, scale, mask, kv_len, dropout_p,
+                             dropout_seed, (_tensors.F32, _tensors.F32))
+    B, Hq, Lq, _ = q.shape
+    o4 = _tensors.prepare(_to_bhsd(out, layout, "out"), name="out")
+    g4 = _tensors.prepare(_to_bhsd(dout, layout, "dout"), name="dout")
+    if o4.shape != (B, Hq, Lq, d.dim_v) or g4.shape != o4.shape:
+        raise ValueError("out and dout must be the shape of sdpa's output")
+    if _tensors.elem_strides(g4) != _tensors.elem_strides(o4):
+        g4 = _tensors.like_strides(o4)
+        g4[...] = _to_bhsd(dout, layout, "dout")
+    _set_layout(d.out, o4)
+    if lse is not None:
+        lse = np.ascontiguousarray(lse, dtype=np.float32)
+        if lse.shape != (B, Hq, Lq):
+            raise ValueError("lse must have shape [%d, %d, %d]" % (B, Hq, Lq))
+    dq, dk, dv = (_tensors.like_strides(a) for a in (q, k, v))
+    _lib.call("attn_sdpa_backward_f32", handle(ctx), ctypes.byref(d), _tensors.ptr(q),
+              _tensors.ptr(k), _tensors.ptr(v), _tensors.ptr(o4), _tensors.ptr(g4),
+              _tensors.ptr(lse), _tensors.ptr(dq), _tensors.ptr(dk), _tensors.ptr(dv))
+    if layout == "bshd":
+        dq, dk, dv = (a.transpose(0, 2, 1, 3) for a in (dq, dk, dv))
+    return dq, dk, dv
