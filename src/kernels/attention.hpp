@@ -410,16 +410,56 @@ void load_scaled_q(const attention_tile &t, float *qs) {
     }
 }
 
+// O[rows x dv_pad] = O * rescale + P V for the keys j0 .. j0+cols-1 of a tile, P the tile's
+// probabilities in s (rows bc apart, zero past each row's visible keys), V rows in f32 (in
+// place or widened into v_buf); a dim_v chunk of V stays in L1 across the row blocks.
+template <class Arch>
+void pv_tile_f32(const attention_tile &t, int64_t j0, int64_t cols, const float *s, float *o,
+                 int64_t dv_pad, const float *rescale, float *v_buf) {
+    using blk = attention_blocking<Arch>;
+    constexpr int W = lanes<Arch>;
+    const float unit_rescale = 1.0f;
+    int64_t ldv = 0;
+    const float *v_at = v_tile_rows<Arch>(t, j0, cols, v_buf, &ldv);
+    const int64_t vectors = dv_pad / W;
+    for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
+        const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
+        for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
+            const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
+            // the keys every row of the block sees, for the whole block; then, near the
+            // causal diagonal, each row's few further keys alone: a key hidden from a row
+            // is never read for it (a NaN or inf in its V row cannot leak backwards)
+            const int64_t shared = visible_keys<Arch>(t, r0, j0, cols);
+            pv_block_any<Arch, blk::mr_o>(rr, nvec, s + r0 * blk::bc, blk::bc, shared,
+                                          v_at + c0 * W, ldv, o + r0 * dv_pad + c0 * W, dv_pad,
+                                          rescale + r0);
+            for (int64_t r = r0 + 1; r < r0 + rr; ++r) {
+                const int64_t more = visible_keys<Arch>(t, r, j0, cols) - shared;
+                if (more <= 0) continue;
+                pv_block_vectors<Arch, 1, blk::nv>(nvec, s + r * blk::bc + shared, blk::bc, more,
+                                                   v_at + shared * ldv + c0 * W, ldv,
+                                                   o + r * dv_pad + c0 * W, dv_pad,
+                                                   &unit_rescale);
+            }
+        }
+    }
+}
+
 // How a tile's scores are formed, the one part of the tile loop that depends on the compute
 // type: f32 products here (Q scaled and widened into the q region, K packed in f32 panels);
 // attention_bf16.hpp has the bf16-pair one. load_q fills the scratch's q region for the tile;
-// tile writes S = scale Q K^T for keys j0 .. j0+cols-1 (see tile_scores_for).
+// tile writes S = scale Q K^T for keys j0 .. j0+cols-1 (see tile_scores_for); pv adds P V
+// (see pv_tile_f32; s may be overwritten).
 template <class Arch>
 struct f32_scores {
     static void load_q(const attention_tile &t, float *q_region) { load_scaled_q<Arch>(t, q_region); }
     static bool tile(const attention_tile &t, const float *q_region, int64_t j0, int64_t cols,
                      float *s, float *k_buf, float *score_max) {
         return tile_scores_for<Arch>(t, q_region, j0, cols, s, k_buf, score_max);
+    }
+    static void pv(const attention_tile &t, int64_t j0, int64_t cols, float *s, float *o,
+                   int64_t dv_pad, const float *rescale, float *v_buf) {
+        pv_tile_f32<Arch>(t, j0, cols, s, o, dv_pad, rescale, v_buf);
     }
 };
 
@@ -474,7 +514,6 @@ void attention_forward_tile_with(const attention_tile &t) {
     float *score_max = t.scratch + at.score_max;
     const int64_t dv_pad = round_up(t.dim_v, W);
     constexpr int nr = panel_keys<Arch>;
-    const float unit_rescale = 1.0f;
 
     Scores::load_q(t, qs);
     for (int64_t i = 0; i < t.rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
@@ -534,31 +573,8 @@ void attention_forward_tile_with(const attention_tile &t) {
                        fbatch::load_aligned(tile_lanes + r * W))
                 .store_aligned(l_lanes + r * W);
 
-        // O = O * rescale + P V for this tile; a dim_v chunk of V stays in L1 across row blocks
-        int64_t ldv = 0;
-        const float *v_at = v_tile_rows<Arch>(t, j0, cols, t.scratch + at.v_tile, &ldv);
-        const int64_t vectors = dv_pad / W;
-        for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
-            const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
-            for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
-                const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
-                // the keys every row of the block sees, for the whole block; then, near the
-                // causal diagonal, each row's few further keys alone: a key hidden from a row
-                // is never read for it (a NaN or inf in its V row cannot leak backwards)
-                const int64_t shared = visible_keys<Arch>(t, r0, j0, cols);
-                pv_block_any<Arch, blk::mr_o>(rr, nvec, s + r0 * blk::bc, blk::bc, shared,
-                                              v_at + c0 * W, ldv, o + r0 * dv_pad + c0 * W,
-                                              dv_pad, rescale + r0);
-                for (int64_t r = r0 + 1; r < r0 + rr; ++r) {
-                    const int64_t more = visible_keys<Arch>(t, r, j0, cols) - shared;
-                    if (more <= 0) continue;
-                    pv_block_vectors<Arch, 1, blk::nv>(
-                        nvec, s + r * blk::bc + shared, blk::bc, more,
-                        v_at + shared * ldv + c0 * W, ldv, o + r * dv_pad + c0 * W, dv_pad,
-                        &unit_rescale);
-                }
-            }
-        }
+        // O = O * rescale + P V for this tile
+        Scores::pv(t, j0, cols, s, o, dv_pad, rescale, t.scratch + at.v_tile);
     }
 
     // out = O / l, lse = m + log l, with l summed across its lanes

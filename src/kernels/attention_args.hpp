@@ -47,6 +47,11 @@ struct attention_tile {
     attn_dtype v_type;
     int64_t v_ld;
     bool v_padded;
+    // The bf16-pair path: V packed once per head as pair rows (attention_bf16.hpp), pair row
+    // m (keys 2m, 2m + 1) at v_pairs + m * v_pairs_ld; or null (packed tile by tile). t.v
+    // still points at the stored rows, for the keys taken one at a time.
+    const uint16_t *v_pairs;
+    int64_t v_pairs_ld;
 
     int64_t key_begin, key_end;  // key_begin a multiple of blocks.bc
     int64_t first_row;           // query index of tile row 0

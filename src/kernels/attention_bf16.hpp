@@ -46,6 +46,15 @@ inline uint32_t pair_bits(const void *row, attn_dtype t, int64_t p, int64_t dim)
 
 inline int64_t pairs_of(int64_t dim) { return (dim + 1) / 2; }
 
+// Element i of a row of type t, widened to f32 (exact).
+inline float ref_widen(const void *row, attn_dtype t, int64_t i) {
+    switch (t) {
+    case ATTN_DTYPE_BF16: return convert::bf16_to_f32(static_cast<const uint16_t *>(row)[i]);
+    case ATTN_DTYPE_F16: return convert::f16_to_f32(static_cast<const uint16_t *>(row)[i]);
+    default: return static_cast<const float *>(row)[i];
+    }
+}
+
 // Panels of bf16 pairs (see the header comment) from rows k + j * k_ld of type k_type,
 // j < keys (zero for j >= keys).
 template <class Arch>
@@ -152,6 +161,149 @@ void tile_scores_pairs(const uint32_t *q, int64_t pairs, int64_t rows, const uin
         }
 }
 
+// V in pairs of keys: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16 (ld dims apart,
+// ld >= dim_v; zero past dim_v and past the last key), so that one 512-bit load is 16 dims of
+// two keys, the operand VDPBF16PS pairs with a broadcast pair of P. From rows v + j * v_ld of
+// type v_type, j < keys.
+template <class Arch>
+void pack_v_pairs(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys, int64_t dim_v,
+                  int64_t ld, uint16_t *packed) {
+    for (int64_t m = 0; m < (keys + 1) / 2; ++m) {
+        uint32_t *words = reinterpret_cast<uint32_t *>(packed + m * ld * 2);
+        const void *row0 = element_at(v, v_type, 2 * m * v_ld);
+        const bool second = 2 * m + 1 < keys;
+        const void *row1 = element_at(v, v_type, (2 * m + 1) * v_ld);
+        int64_t d = 0;
+        if (v_type == ATTN_DTYPE_BF16) {  // 16 dims of both rows interleaved in registers
+            const uint16_t *a = static_cast<const uint16_t *>(row0);
+            const uint16_t *b = static_cast<const uint16_t *>(row1);
+            for (; d + 16 <= dim_v; d += 16) {
+                const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + d)));
+                const __m512i hi = second ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                                                  reinterpret_cast<const __m256i *>(b + d))),
+                                                              16)
+                                          : _mm512_setzero_si512();
+                _mm512_storeu_si512(words + d, _mm512_or_si512(lo, hi));
+            }
+        }
+        for (; d < dim_v; ++d)
+            words[d] = uint32_t(bf16_bits(row0, v_type, d)) |
+                       (second ? uint32_t(bf16_bits(row1, v_type, d)) << 16 : 0u);
+        for (; d < ld; ++d) words[d] = 0u;
+    }
+}
+
+// o[Rows x NV*W] = o * rescale[r] + P[Rows x 2*pairs] V, P as bf16 pairs (row r's pair m
+// the 32-bit word p[r * ldp + m]), V as pair rows (pair row m at v + m * ldv bf16).
+template <class Arch, int Rows, int NV>
+inline void pv_block_pairs(const uint32_t *p, int64_t ldp, int64_t pairs, const uint16_t *v,
+                           int64_t ldv, float *o, int64_t ldo, const float *rescale) {
+    constexpr int W = lanes<Arch>;
+    __m512 acc[Rows][NV];
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r) {
+        const __m512 a = _mm512_set1_ps(rescale[r]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_mul_ps(_mm512_load_ps(o + r * ldo + c * W), a);
+    }
+    for (int64_t m = 0; m < pairs; ++m) {
+        __m512bh vv[NV];
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c)
+            vv[c] = (__m512bh)_mm512_loadu_si512(v + m * ldv + c * W * 2);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const __m512bh pv = (__m512bh)_mm512_set1_epi32(int(p[r * ldp + m]));
+#pragma GCC unroll 8
+            for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], pv, vv[c]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) _mm512_store_ps(o + r * ldo + c * W, acc[r][c]);
+}
+
+template <class Arch, int Rows, int NV>
+inline void pv_block_pairs_any(int rows, int vectors, const uint32_t *p, int64_t ldp,
+                               int64_t pairs, const uint16_t *v, int64_t ldv, float *o,
+                               int64_t ldo, const float *rescale) {
+    if constexpr (Rows > 1) {
+        if (rows < Rows)
+            return pv_block_pairs_any<Arch, Rows - 1, NV>(rows, vectors, p, ldp, pairs, v, ldv, o,
+                                                          ldo, rescale);
+    }
+    if constexpr (NV > 1) {
+        if (vectors < NV)
+            return pv_block_pairs_any<Arch, Rows, NV - 1>(rows, vectors, p, ldp, pairs, v, ldv, o,
+                                                          ldo, rescale);
+    }
+    pv_block_pairs<Arch, Rows, NV>(p, ldp, pairs, v, ldv, o, ldo, rescale);
+}
+
+// O = O * rescale + P V for the keys j0 .. j0+cols-1 of a tile, with P rounded to bf16 (in
+// place in s: row r's bf16 values at (uint16_t *)(s + r * bc)) and V from bf16 pair rows.
+// The keys a row block shares go in pairs; a key hidden from a row is never read for it, so
+// an odd last shared key and each row's further keys near the causal diagonal are added one
+// by one from the V rows as stored (widened), with the same bf16 P.
+template <class Arch>
+void pv_tile_pairs(const attention_tile &t, int64_t j0, int64_t cols, float *s, float *o,
+                   int64_t dv_pad, const float *rescale, float *v_buf) {
+    using blk = attention_blocking<Arch>;
+    constexpr int W = lanes<Arch>;
+    // P -> bf16, 32 at a time, front to back in place (the writes trail the reads)
+    const int64_t p_cols = (cols + 31) / 32 * 32;  // within bc; zero past each row's keys
+    for (int64_t r = 0; r < t.rows; ++r) {
+        float *row = s + r * blk::bc;
+        uint16_t *p16 = reinterpret_cast<uint16_t *>(row);
+        for (int64_t c = 0; c < p_cols; c += 32) {
+            const __m512 x0 = _mm512_load_ps(row + c), x1 = _mm512_load_ps(row + c + 16);
+            _mm512_storeu_si512(p16 + c, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+        }
+    }
+    const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
+    const int64_t ldp = blk::bc;  // P rows stay bc floats (32-bit words) apart
+    const uint16_t *v_pairs;
+    int64_t ldv;
+    if (t.v_pairs) {
+        v_pairs = t.v_pairs + (j0 / 2) * t.v_pairs_ld;
+        ldv = t.v_pairs_ld;
+    } else {
+        v_pairs = reinterpret_cast<uint16_t *>(v_buf);
+        ldv = dv_pad * 2;
+        pack_v_pairs<Arch>(element_at(t.v, t.v_type, j0 * t.v_ld), t.v_type, t.v_ld, cols,
+                           t.dim_v, dv_pad, reinterpret_cast<uint16_t *>(v_buf));
+    }
+    const int64_t vectors = dv_pad / W;
+    for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
+        const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
+        for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
+            const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
+            const int64_t shared = attention_detail::visible_keys<Arch>(t, r0, j0, cols);
+            pv_block_pairs_any<Arch, blk::mr_o, blk::nv>(rr, nvec, p_words + r0 * ldp, ldp,
+                                                         shared / 2, v_pairs + c0 * W * 2, ldv,
+                                                         o + r0 * dv_pad + c0 * W, dv_pad,
+                                                         rescale + r0);
+        }
+    }
+    // the keys of each row past its block's shared pairs, one at a time
+    for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
+        const int64_t rr = t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o;
+        const int64_t paired = attention_detail::visible_keys<Arch>(t, r0, j0, cols) / 2 * 2;
+        for (int64_t r = r0; r < r0 + rr; ++r) {
+            const int64_t visible = attention_detail::visible_keys<Arch>(t, r, j0, cols);
+            const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
+            float *o_row = o + r * dv_pad;
+            for (int64_t j = paired; j < visible; ++j) {
+                const float p = convert::bf16_to_f32(p16[j]);
+                const void *v_src = element_at(t.v, t.v_type, (j0 + j) * t.v_ld);
+                for (int64_t d = 0; d < t.dim_v; ++d)
+                    o_row[d] += p * ref_widen(v_src, t.v_type, d);
+            }
+        }
+    }
+}
+
 // The scores policy of the tile loop (attention_detail::f32_scores is the f32 one): the q
 // region holds the tile's Q rows as bf16 pairs [rows][pairs], unscaled; K comes from the
 // head's bf16 panels (t.k_pairs) or is packed now into the k region.
@@ -182,6 +334,10 @@ struct bf16_scores {
                                 panels, t.first_row + t.causal_offset - j0, t.scale, s, score_max);
         return true;
     }
+    static void pv(const attention_tile &t, int64_t j0, int64_t cols, float *s, float *o,
+                   int64_t dv_pad, const float *rescale, float *v_buf) {
+        pv_tile_pairs<Arch>(t, j0, cols, s, o, dv_pad, rescale, v_buf);
+    }
 };
 
 }  // namespace attention_bf16_detail
@@ -192,6 +348,12 @@ template <class Arch>
 void attention_pack_k_bf16(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
                            int64_t dim_qk, int64_t panels, uint16_t *packed) {
     attention_bf16_detail::pack_k_pairs<Arch>(k, k_type, k_ld, keys, dim_qk, panels, packed);
+}
+
+template <class Arch>
+void attention_pack_v_bf16(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys,
+                           int64_t dim_v, int64_t ld, uint16_t *packed) {
+    attention_bf16_detail::pack_v_pairs<Arch>(v, v_type, v_ld, keys, dim_v, ld, packed);
 }
 
 template <class Arch>

@@ -56,6 +56,9 @@ struct kernel_table {
     // the tile kernels of the same contract as the f32 ones, with t.k_pairs for t.k_packed.
     void (*attention_pack_k_bf16)(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
                                   int64_t dim_qk, int64_t panels, uint16_t *packed);
+    // V rows packed as bf16 pair rows, `ld` dims each (attention_tile::v_pairs).
+    void (*attention_pack_v_bf16)(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys,
+                                  int64_t dim_v, int64_t ld, uint16_t *packed);
     void (*attention_forward_tile_bf16)(const struct attention_tile &tile);
     void (*attention_weights_tile_bf16)(const struct attention_tile &tile, float *weights,
                                         int64_t weights_ld, bool after_forward);

@@ -100,22 +100,25 @@ struct sdpa_plan {
     }
 };
 
-// Whether the scores come from bf16 pairs: the ISA has them, and the products allow them
-// (q and k stored in bf16, whose products are exact in f32; or ATTN_FPMATH_BF16).
+// Whether the scores come from bf16 pairs: the ISA has them, the products allow them (q and
+// k stored in bf16, whose products are exact in f32; or ATTN_FPMATH_BF16), and there are
+// more query rows than the decode kernel takes (decoding reads K and V once, in place, with
+// exact products whatever the fpmath: it is bound by memory, not by the products). Every
+// tile of a call, and its weights, then use the same scores.
 bool bf16_scores(const kernels::kernel_table &kt, const exec &ex, const attn_sdpa_desc &d) {
-    if (!kt.attention_forward_tile_bf16) return false;
+    if (!kt.attention_forward_tile_bf16 || d.len_q <= kernels::attention_direct_rows) return false;
     return ex.fpmath == ATTN_FPMATH_BF16 ||
            (d.q_type == ATTN_DTYPE_BF16 && d.kv_type == ATTN_DTYPE_BF16);
 }
 
-// A few query rows reading K in place (decoding) take the bandwidth-bound kernel (exact
-// products of the stored values whatever the fpmath); the others the fused tile kernel,
-// with f32 or bf16-pair scores.
+// A few query rows reading K in place (decoding) take the bandwidth-bound kernel; the others
+// the fused tile kernel, with f32 or bf16-pair scores (pair scores for every tile of the call,
+// its last few rows included).
 void run_tile(const kernels::kernel_table &kt, bool pairs, const kernels::attention_tile &t) {
-    if (t.rows <= kernels::attention_direct_rows && !t.k_packed && !t.k_pairs)
-        kt.attention_decode_tile(t);
-    else if (pairs)
+    if (pairs)
         kt.attention_forward_tile_bf16(t);
+    else if (t.rows <= kernels::attention_direct_rows && !t.k_packed)
+        kt.attention_decode_tile(t);
     else
         kt.attention_forward_tile(t);
 }
@@ -283,8 +286,12 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
             if (pack_per_slot) {
                 pack_head_k(*kt, pair_scores, k_head, d.kv_type, d.k.seq, d.len_kv, d.dim_qk,
                             plan.panels, k_packed);
-                kt->attention_pad_v(v_head, d.kv_type, d.v.seq, d.len_kv, d.dim_v, v_padded,
-                                    plan.v_ld);
+                if (pair_scores)
+                    kt->attention_pack_v_bf16(v_head, d.kv_type, d.v.seq, d.len_kv, d.dim_v,
+                                              plan.v_ld, reinterpret_cast<uint16_t *>(v_padded));
+                else
+                    kt->attention_pad_v(v_head, d.kv_type, d.v.seq, d.len_kv, d.dim_v, v_padded,
+                                        plan.v_ld);
             }
             for (int64_t pair = first; pair < last; ++pair) {
                 const int64_t ht = pair / plan.q_tiles, h = hk * plan.group + ht * plan.head_rows;
@@ -293,10 +300,15 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
                 kernels::attention_tile t = make_unit_tile(b, hk, ht, i0, s);
                 if (pack_per_slot) {
                     set_packed_k(t, pair_scores, k_packed);
-                    t.v = v_padded;
-                    t.v_type = ATTN_DTYPE_F32;
-                    t.v_ld = plan.v_ld;
-                    t.v_padded = true;
+                    if (pair_scores) {  // V as bf16 pair rows; t.v keeps the stored rows
+                        t.v_pairs = reinterpret_cast<const uint16_t *>(v_padded);
+                        t.v_pairs_ld = 2 * plan.v_ld;
+                    } else {
+                        t.v = v_padded;
+                        t.v_type = ATTN_DTYPE_F32;
+                        t.v_ld = plan.v_ld;
+                        t.v_padded = true;
+                    }
                 }
                 t.out = element_at(out, d.out_type, b * d.out.batch + h * d.out.head + i0 * d.out.seq);
                 t.out_ld = row_ld_out;

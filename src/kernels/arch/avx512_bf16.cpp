@@ -17,6 +17,7 @@ const kernel_table *kernel_table_avx512_bf16() {
         kernel_table t = *kernel_table_avx512();
         t.isa_name = "avx512_bf16";
         t.attention_pack_k_bf16 = &attention_pack_k_bf16<arch>;
+        t.attention_pack_v_bf16 = &attention_pack_v_bf16<arch>;
         t.attention_forward_tile_bf16 = &attention_forward_tile_bf16<arch>;
         t.attention_weights_tile_bf16 = &attention_weights_tile_bf16<arch>;
         return t;
