@@ -55,10 +55,19 @@ inline attn_context *context(attn_impl impl, attn_isa isa, int threads) {
     return slot.get();
 }
 
-// The SIMD ISAs this CPU runs, narrowest first.
+// The f32 SIMD ISAs this CPU runs, narrowest first (the bf16 levels run the AVX-512 kernels
+// for f32 work, so their f32 figures would be AVX-512's again).
 inline std::vector<attn_isa> simd_isas() {
     std::vector<attn_isa> out;
     for (attn_isa isa : {ATTN_ISA_SSE4, ATTN_ISA_AVX2, ATTN_ISA_AVX512})
+        if (context(ATTN_IMPL_SIMD, isa, 1) != nullptr) out.push_back(isa);
+    return out;
+}
+
+// The 16-bit levels this CPU runs (avx512_bf16, amx).
+inline std::vector<attn_isa> bf16_isas() {
+    std::vector<attn_isa> out;
+    for (attn_isa isa : {ATTN_ISA_AVX512_BF16, ATTN_ISA_AMX})
         if (context(ATTN_IMPL_SIMD, isa, 1) != nullptr) out.push_back(isa);
     return out;
 }

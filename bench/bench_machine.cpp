@@ -9,6 +9,9 @@
 //                                        it fits the L3, so that is the figure to compare with
 // Both also report GB/s_cpu, per second the reading threads were on a CPU (bench_common.hpp):
 // the wall-time GB/s falls with the machine's load.
+//   machine/bf16_peak/avx512_bf16/threads:<n>/vdpbf16ps, machine/bf16_peak/amx/threads:<n>/tdpbf16ps
+//                                        GFLOP/s of the 16-bit matrix units (bf16 products,
+//                                        f32 sums), where the CPU has them
 //   exp/attn/<isa>/threads:1/4096, exp/xsimd/<isa>/threads:1/4096
 //                                        the library's exp against xsimd::exp, in L1
 // n threads each run the same loop on their own data (std::thread, one per core here).
@@ -26,9 +29,13 @@ namespace attn_bench {
 const machine_kernels *machine_kernels_sse4();
 const machine_kernels *machine_kernels_avx2();
 const machine_kernels *machine_kernels_avx512();
+const machine_kernels *machine_kernels_avx512_bf16();
+const machine_kernels *machine_kernels_amx();
 
 const machine_kernels *machine_kernels_for(attn_isa isa) {
     switch (isa) {
+    case ATTN_ISA_AMX: return machine_kernels_amx();
+    case ATTN_ISA_AVX512_BF16: return machine_kernels_avx512_bf16();
     case ATTN_ISA_SSE4: return machine_kernels_sse4();
     case ATTN_ISA_AVX2: return machine_kernels_avx2();
     case ATTN_ISA_AVX512: return machine_kernels_avx512();
@@ -53,6 +60,17 @@ void fma_peak(benchmark::State &state, const machine_kernels *k, int threads) {
         run_on_threads(threads, [&](int) { benchmark::DoNotOptimize(k->fma_chains(reps)); });
     }
     set_flops(state, double(threads) * double(reps) * k->chains * 2.0 * k->lanes);
+}
+
+// The 16-bit matrix units' peak: `amx` picks the tile products, else VDPBF16PS chains.
+void bf16_peak(benchmark::State &state, const machine_kernels *k, int threads, bool amx) {
+    const int64_t reps = amx ? 1 << 16 : 1 << 20;
+    float (*chains)(int64_t) = amx ? k->amx_chains : k->bf16_chains;
+    for (auto _ : state) {
+        run_on_threads(threads, [&](int) { benchmark::DoNotOptimize(chains(reps)); });
+    }
+    set_flops(state, double(threads) * double(reps) *
+                         (amx ? k->amx_flops_per_rep : k->bf16_flops_per_rep));
 }
 
 struct aligned_array {
@@ -122,6 +140,17 @@ bool register_machine() {
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
         }
+    }
+    for (attn_isa isa : bf16_isas()) {
+        const machine_kernels *k = machine_kernels_for(isa);
+        const bool amx = isa == ATTN_ISA_AMX;
+        for (int threads : {1, 2})
+            benchmark::RegisterBenchmark(bench_name("machine", "bf16_peak", isa_name(isa), threads,
+                                                    amx ? "tdpbf16ps" : "vdpbf16ps")
+                                             .c_str(),
+                                         bf16_peak, k, threads, amx)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
     }
     return true;
 }

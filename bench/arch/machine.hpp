@@ -15,6 +15,13 @@ struct machine_kernels {
     // y = exp(x) over count floats (a multiple of lanes): the library's exp and xsimd's.
     void (*exp_attn)(const float *x, float *y, int64_t count);
     void (*exp_xsimd)(const float *x, float *y, int64_t count);
+    // The 16-bit matrix units, where the ISA has them (else null): reps rounds of
+    // independent VDPBF16PS chains (reps * bf16_flops_per_rep flops), or of four independent
+    // AMX tile products TDPBF16PS (reps * amx_flops_per_rep).
+    float (*bf16_chains)(int64_t reps);
+    double bf16_flops_per_rep;
+    float (*amx_chains)(int64_t reps);
+    double amx_flops_per_rep;
 };
 
 // nullptr for an ISA without kernels here (scalar, auto).

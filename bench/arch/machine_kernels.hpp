@@ -72,8 +72,16 @@ void exp_floats(const float *x, float *y, int64_t count) {
 
 template <class Arch>
 machine_kernels make_machine_kernels() {
-    return {static_cast<int>(xsimd::batch<float, Arch>::size), fma_chain_count<Arch>, &fma_chains<Arch>,
-            &sum_floats<Arch>, &exp_floats<Arch, true>, &exp_floats<Arch, false>};
+    return {static_cast<int>(xsimd::batch<float, Arch>::size),
+            fma_chain_count<Arch>,
+            &fma_chains<Arch>,
+            &sum_floats<Arch>,
+            &exp_floats<Arch, true>,
+            &exp_floats<Arch, false>,
+            nullptr,
+            0.0,
+            nullptr,
+            0.0};
 }
 
 }  // namespace attn_bench
