@@ -55,6 +55,27 @@ inline attn_context *context(attn_impl impl, attn_isa isa, int threads) {
     return slot.get();
 }
 
+// A SIMD context capped at isa with ATTN_FPMATH_BF16, or nullptr; kept like context().
+inline attn_context *context_bf16_math(attn_isa isa, int threads) {
+    struct deleter {
+        void operator()(attn_context *c) const { attn_context_destroy(c); }
+    };
+    static std::map<std::pair<int, int>, std::unique_ptr<attn_context, deleter>> cache;
+    auto &slot = cache[{isa, threads}];
+    if (!slot) {
+        attn_config cfg;
+        attn_config_init(&cfg);
+        cfg.impl = ATTN_IMPL_SIMD;
+        cfg.max_isa = isa;
+        cfg.num_threads = threads;
+        cfg.fpmath = ATTN_FPMATH_BF16;
+        attn_context *c = nullptr;
+        if (attn_context_create(&cfg, &c) != ATTN_OK) return nullptr;
+        slot.reset(c);
+    }
+    return slot.get();
+}
+
 // The f32 SIMD ISAs this CPU runs, narrowest first (the bf16 levels run the AVX-512 kernels
 // for f32 work, so their f32 figures would be AVX-512's again).
 inline std::vector<attn_isa> simd_isas() {

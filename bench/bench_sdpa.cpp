@@ -6,11 +6,15 @@
 //   sdpa/simd/<isa>/threads:{1,2}/decode_H32_Lq1_Lk4096_D128   one query against a long cache
 //   sdpa/simd/<isa>/threads:{1,2}/decode_H32_KV8_Lq1_Lk4096_D128   the same with grouped-query
 //       attention, 32 query heads over 8 KV heads (each K and V row read once for 4 heads)
+//   sdpa/simd/<bf16 isa>/threads:{1,2}/H8_L<L>_D<D>[_causal][_bf16|_fpmath_bf16]   on the 16-bit
+//       levels (avx512_bf16, amx): f32 inputs (the AVX-512 kernels), q, k, v stored in bf16,
+//       and f32 inputs under ATTN_FPMATH_BF16, all with f32 out
 // GFLOP/s = 4 B H Lq Lk D / time (half for causal: only the visible half is work). The decode
 // shapes also report GB/s of K and V read once (128 MiB, 32 MiB with 8 KV heads: they fit this
 // Xeon's L3, so compare with machine/read_bw_decode), and GB/s_cpu per second on a CPU.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -23,10 +27,15 @@
 namespace attn_bench {
 namespace {
 
+// How the inputs are stored and multiplied: f32; q, k, v in bf16 (attn_sdpa, f32 out); or
+// f32 under ATTN_FPMATH_BF16.
+enum class sdpa_math { f32, bf16, fpmath_bf16 };
+
 struct sdpa_shape {
     int64_t heads, len_q, len_kv, dim;
     bool causal;
     int64_t heads_kv = 0;  // 0: heads (no grouping)
+    sdpa_math math = sdpa_math::f32;
     int64_t kv_heads() const { return heads_kv ? heads_kv : heads; }
     std::string name() const {
         if (len_q == 1)
@@ -34,7 +43,10 @@ struct sdpa_shape {
                    (heads_kv ? "_KV" + std::to_string(heads_kv) : std::string()) + "_Lq1_Lk" +
                    std::to_string(len_kv) + "_D" + std::to_string(dim);
         return "H" + std::to_string(heads) + "_L" + std::to_string(len_q) + "_D" +
-               std::to_string(dim) + (causal ? "_causal" : "");
+               std::to_string(dim) + (causal ? "_causal" : "") +
+               (math == sdpa_math::bf16          ? "_bf16"
+                : math == sdpa_math::fpmath_bf16 ? "_fpmath_bf16"
+                                                 : "");
     }
     double flops() const {
         return 4.0 * double(heads) * double(len_q) * double(len_kv) * double(dim) *
@@ -51,9 +63,23 @@ struct sdpa_data {
           out(q.size()) {}
 };
 
+// bf16 bits of x, rounded to nearest even.
+std::vector<uint16_t> to_bf16(const std::vector<float> &x) {
+    std::vector<uint16_t> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        uint32_t u;
+        std::memcpy(&u, &x[i], 4);
+        out[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    return out;
+}
+
 void sdpa_attn(benchmark::State &state, sdpa_shape s, attn_impl impl, attn_isa isa, int threads) {
-    attn_context *ctx = context(impl, isa, threads);
+    attn_context *ctx = s.math == sdpa_math::fpmath_bf16 ? context_bf16_math(isa, threads)
+                                                         : context(impl, isa, threads);
     sdpa_data x(s);
+    const std::vector<uint16_t> q16 = to_bf16(x.q), k16 = to_bf16(x.k), v16 = to_bf16(x.v);
+    const bool typed = s.math == sdpa_math::bf16;
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, s.heads, s.len_q, s.len_kv, s.dim);
     if (s.heads_kv) {  // dense BHSD with fewer KV heads
@@ -61,10 +87,13 @@ void sdpa_attn(benchmark::State &state, sdpa_shape s, attn_impl impl, attn_isa i
         d.k.batch = d.v.batch = s.heads_kv * s.len_kv * s.dim;
     }
     d.causal = s.causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    if (typed) d.q_type = d.kv_type = ATTN_DTYPE_BF16;
+    const void *q = typed ? static_cast<const void *>(q16.data()) : x.q.data();
+    const void *k = typed ? static_cast<const void *>(k16.data()) : x.k.data();
+    const void *v = typed ? static_cast<const void *>(v16.data()) : x.v.data();
     const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
-        if (!check(state, attn_sdpa_f32(ctx, &d, x.q.data(), x.k.data(), x.v.data(), x.out.data())))
-            break;
+        if (!check(state, attn_sdpa(ctx, &d, q, k, v, x.out.data()))) break;
         benchmark::ClobberMemory();
     }
     set_flops(state, s.flops());
@@ -110,6 +139,21 @@ bool register_sdpa() {
             for (bool causal : {false, true}) shapes.push_back({8, len, len, dim, causal});
     shapes.push_back({32, 1, 4096, 128, false});
     shapes.push_back({32, 1, 4096, 128, false, 8});
+    // the 16-bit levels: bf16 inputs and ATTN_FPMATH_BF16 beside their f32 (AVX-512) work
+    std::vector<sdpa_shape> bf16_shapes;
+    for (int64_t len : {512, 2048, 4096})
+        for (int64_t dim : {64, 128})
+            for (bool causal : {false, true})
+                for (sdpa_math math : {sdpa_math::f32, sdpa_math::bf16, sdpa_math::fpmath_bf16})
+                    bf16_shapes.push_back({8, len, len, dim, causal, 0, math});
+    for (attn_isa isa : bf16_isas())
+        for (const sdpa_shape &s : bf16_shapes)
+            for (int threads : {1, 2})
+                benchmark::RegisterBenchmark(
+                    bench_name("sdpa", "simd", isa_name(isa), threads, s.name()).c_str(), sdpa_attn,
+                    s, ATTN_IMPL_SIMD, isa, threads)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
     for (const sdpa_shape &s : shapes) {
         auto add = [&](const std::string &name, auto &&...args) {
             benchmark::RegisterBenchmark(name.c_str(), args...)
