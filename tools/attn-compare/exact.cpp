@@ -2,6 +2,7 @@
 // possible, so the fp32 reference's own rounding error can be measured against it.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -21,6 +22,18 @@ inline int64_t at(attn_layout l, int64_t b, int64_t h, int64_t s) {
 
 // The masked, scaled scores of query row (b, h, i) and their softmax.
 // Returns false when every key is masked (A and lse are then left to the caller).
+// x rounded to the nearest bf16 (ties to even), through its f32 rounding.
+double bf16_round(double x) {
+    const float f = float(x);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    float r;
+    std::memcpy(&r, &u, 4);
+    return r;
+}
+
 struct row_softmax {
     std::vector<double> a;     // A[j], softmax probabilities before dropout
     std::vector<double> keep;  // dropout factor: 0 or 1/(1-p); 1 without dropout
@@ -122,7 +135,7 @@ void softmax_exact(int64_t rows, int64_t cols, double scale, const double *x, in
 }
 
 void sdpa_exact(const attn_sdpa_desc &d, const double *q, const double *k, const double *v,
-                double *out, double *weights, double *lse) {
+                double *out, double *weights, double *lse, bool round_p) {
     const int64_t group = d.heads_q / d.heads_kv;
     row_softmax r;
     for (int64_t b = 0; b < d.batch; ++b)
@@ -135,7 +148,8 @@ void sdpa_exact(const attn_sdpa_desc &d, const double *q, const double *k, const
                 for (int64_t x = 0; x < d.dim_v; ++x) oi[x] = 0.0;
                 if (any) {
                     for (int64_t j = 0; j < d.len_kv; ++j) {
-                        const double w = r.a[j] * r.keep[j];
+                        double w = r.a[j] * r.keep[j];
+                        if (round_p) w = bf16_round(w);
                         if (w == 0.0) continue;
                         const double *vj = v + at(d.v, b, h / group, j);
                         for (int64_t x = 0; x < d.dim_v; ++x) oi[x] += w * vj[x];
