@@ -155,8 +155,77 @@ def chart_peak_fraction(run, plt, out_dir):
     return save(plt, fig, out_dir, "fma_peak_fraction.png")
 
 
+def chart_decode_dtype(run, plt, out_dir):
+    """Decode time against the KV length for each KV element type (bench_decode.cpp), with
+    32 and with 8 KV heads, the widest f32 ISA, 1 and 2 threads: what a 16-bit cache saves."""
+    rows = [r for r in run.select(op="decode", impl=SIMD) if r.isa == "avx512" or r.isa == run.best_isa("decode")]
+    if not rows:
+        return None
+    isa = "avx512" if any(r.isa == "avx512" for r in rows) else rows[0].isa
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=False)
+    for ax, threads in zip(axes, (1, 2)):
+        series = {}
+        for r in rows:
+            if r.isa != isa or r.threads != threads:
+                continue
+            m = re.match(r"H(\d+)_KV(\d+)_Lk(\d+)_D(\d+)_(\w+)", r.shape)
+            if not m:
+                continue
+            label = f"{m.group(5)} KV, {m.group(2)} KV heads"
+            series.setdefault(label, []).append((int(m.group(3)), r.seconds * 1e3))
+        for label, pts in sorted(series.items()):
+            pts.sort()
+            style = "-" if "32 KV" in label else "--"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("KV length (keys)")
+        ax.set_ylabel("ms per decode step (H32, D128)")
+        ax.set_title(f"decode, {isa}, {threads} thread{'s' if threads > 1 else ''}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return save(plt, fig, out_dir, "decode_dtype.png")
+
+
+def chart_sdpa_dtype(run, plt, out_dir):
+    """GFLOP/s against sequence length on a 16-bit level: f32 inputs (its AVX-512 kernels),
+    bf16 inputs and f32 under ATTN_FPMATH_BF16, D64 and D128, 1 thread, beside the level's
+    VDPBF16PS (or AMX) peak and the f32 FMA peak."""
+    isas = [i for i in ("amx", "avx512_bf16") if run.select(op="sdpa", impl=SIMD, isa=i)]
+    if not isas:
+        return None
+    isa = isas[0]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for dim, marker in ((64, "s"), (128, "o")):
+        series = {}
+        for r in run.select(op="sdpa", impl=SIMD, isa=isa, threads=1):
+            f = shape_numbers(r.shape)
+            if f.get("D") != dim or "causal" in r.shape or r.gflops is None:
+                continue
+            math = "bf16 inputs" if r.shape.endswith("_bf16") and "fpmath" not in r.shape else (
+                "f32, fpmath bf16" if "fpmath" in r.shape else "f32")
+            series.setdefault(math, []).append((f["L"], r.gflops))
+        for math, pts in sorted(series.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=f"{math}, D{dim}")
+    peak = run.one(op="machine", impl="bf16_peak", isa=isa, threads=1)
+    if peak and peak.gflops:
+        ax.axhline(peak.gflops, color="gray", linestyle=":", label=f"{isa} bf16 peak")
+    fma = run.fma_peak("avx512", 1)
+    if fma:
+        ax.axhline(fma, color="black", linestyle=":", label="f32 FMA peak")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length L (len_q = len_kv), H8")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(f"sdpa forward per input type, {isa}, 1 thread")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    return save(plt, fig, out_dir, "sdpa_dtype.png")
+
+
 def write_all(run, plt, out_dir):
     charts = [chart_sdpa_seq_len(run, plt, out_dir, 64), chart_sdpa_seq_len(run, plt, out_dir, 128),
               chart_gemm(run, plt, out_dir), chart_thread_scaling(run, plt, out_dir),
-              chart_peak_fraction(run, plt, out_dir)]
+              chart_peak_fraction(run, plt, out_dir), chart_decode_dtype(run, plt, out_dir),
+              chart_sdpa_dtype(run, plt, out_dir)]
     return [c for c in charts if c]

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-ISA_ORDER = ["sse4", "avx2", "avx512"]          # best last
+ISA_ORDER = ["sse4", "avx2", "avx512", "avx512_bf16", "amx"]  # best last
 REFERENCE, SIMD = "ref", "simd"
 PEER_ORDER = ["openblas", "onednn"]                 # the summary's peer column: first found
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
