@@ -27,6 +27,8 @@ inline const char *isa_name(attn_isa isa) {
     case ATTN_ISA_SSE4: return "sse4";
     case ATTN_ISA_AVX2: return "avx2";
     case ATTN_ISA_AVX512: return "avx512";
+    case ATTN_ISA_AVX512_BF16: return "avx512_bf16";
+    case ATTN_ISA_AMX: return "amx";
     case ATTN_ISA_SCALAR: return "scalar";
     default: return "auto";
     }
