@@ -187,6 +187,20 @@ inline void f32_to_f16(const fvec<Arch> &x, uint16_t *p) {
     }
 }
 
+// W floats, loaded once into a register. Left to itself the compiler folds the load into
+// each of the integer operations that use it (three loads of the same line); streaming from
+// DRAM, those extra loads fill the load queue and halve the lines in flight (measured: f32 ->
+// bf16 on avx512 at 26 GB/s against 41 GB/s for memcpy, 40 GB/s with one load).
+template <class Arch>
+inline fvec<Arch> load_f32(const float *p) {
+    typename fvec<Arch>::register_type r = fvec<Arch>::load_unaligned(p);
+    if constexpr (is_avx512<Arch>)
+        __asm__("" : "+v"(r));
+    else
+        __asm__("" : "+x"(r));
+    return r;
+}
+
 // Whole vectors of one type pair; returns how many elements were done (a multiple of W).
 template <class Arch>
 int64_t convert_vectors(int64_t n, const void *src, attn_dtype st, void *dst, attn_dtype dt) {
@@ -202,10 +216,10 @@ int64_t convert_vectors(int64_t n, const void *src, attn_dtype st, void *dst, at
         for (int64_t i = 0; i < full; i += W) f16_to_f32<Arch>(s16 + i).store_unaligned(d32 + i);
     } else if (st == ATTN_DTYPE_F32 && dt == ATTN_DTYPE_BF16) {
         for (int64_t i = 0; i < full; i += W)
-            f32_to_bf16<Arch>(fvec<Arch>::load_unaligned(s32 + i), d16 + i);
+            f32_to_bf16<Arch>(load_f32<Arch>(s32 + i), d16 + i);
     } else if (st == ATTN_DTYPE_F32 && dt == ATTN_DTYPE_F16) {
         for (int64_t i = 0; i < full; i += W)
-            f32_to_f16<Arch>(fvec<Arch>::load_unaligned(s32 + i), d16 + i);
+            f32_to_f16<Arch>(load_f32<Arch>(s32 + i), d16 + i);
     } else if (st == ATTN_DTYPE_BF16 && dt == ATTN_DTYPE_F16) {
         // each vector is read before its lanes are written: in place is fine
         for (int64_t i = 0; i < full; i += W) f32_to_f16<Arch>(bf16_to_f32<Arch>(s16 + i), d16 + i);
