@@ -9,11 +9,11 @@ namespace {
 
 using namespace attn::api;
 
-// The rules of both entry points (the types by reference: a C caller may pass any int, and
+// The rules of both entry points (the enums by reference: a C caller may pass any int, and
 // loading it as an attn_dtype outside the enum's range is undefined in C++); the dtype checks come first for attn_gemm (they decide
 // the element sizes of the spans). Returns ATTN_OK with nothing done for an empty C.
-attn_status gemm_checked(const char *fn, attn_context *ctx, attn_trans trans_a,
-                         attn_trans trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+attn_status gemm_checked(const char *fn, attn_context *ctx, const attn_trans &trans_a,
+                         const attn_trans &trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                          const void *a, const attn_dtype &a_type, int64_t lda, const void *b,
                          const attn_dtype &b_type, int64_t ldb, float beta, void *c,
                          const attn_dtype &c_type, int64_t ldc, bool typed) {
