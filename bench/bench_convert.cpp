@@ -5,7 +5,8 @@
 //                                                                bytes per element; two
 //                                                                threads copy one half each
 // GB/s counts bytes read plus bytes written per second, so convert GB/s / memcpy GB/s is the
-// fraction of copy bandwidth a conversion reaches.
+// fraction of copy bandwidth a conversion reaches (GB/s_cpu, per second on a CPU, is the
+// steadier figure on a shared machine).
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -46,6 +47,7 @@ void convert_attn(benchmark::State &state, attn_dtype st, attn_dtype dt, attn_is
 
 void copy_memcpy(benchmark::State &state, size_t bytes, int threads) {
     std::vector<unsigned char> src(bytes, 3), dst(bytes, 1);
+    const double cpu0 = process_cpu_seconds();
     for (auto _ : state) {
         if (threads == 1) {
             std::memcpy(dst.data(), src.data(), bytes);
@@ -58,6 +60,8 @@ void copy_memcpy(benchmark::State &state, size_t bytes, int threads) {
         benchmark::ClobberMemory();
     }
     set_bytes(state, 2.0 * double(bytes));
+    set_bytes_per_cpu_second(state, 2.0 * double(bytes) * double(state.iterations()),
+                             process_cpu_seconds() - cpu0, threads);
 }
 
 bool register_convert() {
