@@ -5,6 +5,9 @@
 //   gemm/openblas/-/threads:{1,2}/MxNxK   cblas_sgemm (openblas_set_num_threads)
 //   gemm/onednn/-/threads:{1,2}/MxNxK     dnnl_sgemm; Debian's oneDNN runs on OpenMP, so its
 //                                         threads are set with omp_set_num_threads
+//   gemm_bf16/simd/<isa>/threads:{1,2}/MxNxK  attn_gemm with bf16 A and B, f32 C (1024^3
+//                                         and 2048^3), next to the f32 rows of the same run
+//   gemm_bf16/onednn/-/threads:{1,2}/MxNxK  oneDNN matmul, bf16 A and B, f32 C
 // GFLOP/s = 2 M N K per call.
 #include <cstdint>
 #include <string>
@@ -19,6 +22,7 @@
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 namespace attn_bench {
@@ -47,6 +51,31 @@ void gemm_attn(benchmark::State &state, shape s, attn_impl impl, attn_isa isa, i
     for (auto _ : state) {
         if (!check(state, attn_gemm_f32(ctx, ATTN_NO_TRANS, ATTN_NO_TRANS, s.m, s.n, s.k, 1.0f,
                                         o.a.data(), s.k, o.b.data(), s.n, 0.0f, o.c.data(), s.n)))
+            break;
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, 2.0 * double(s.m) * double(s.n) * double(s.k));
+}
+
+// The operands rounded to bf16 (through attn_convert), C in f32.
+struct bf16_operands {
+    std::vector<uint16_t> a, b;
+    std::vector<float> c;
+    explicit bf16_operands(const shape &s)
+        : a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), c(size_t(s.m * s.n), 0.0f) {
+        const std::vector<float> fa = random_floats(a.size(), 1), fb = random_floats(b.size(), 2);
+        attn_convert(nullptr, int64_t(a.size()), fa.data(), ATTN_DTYPE_F32, a.data(), ATTN_DTYPE_BF16);
+        attn_convert(nullptr, int64_t(b.size()), fb.data(), ATTN_DTYPE_F32, b.data(), ATTN_DTYPE_BF16);
+    }
+};
+
+void gemm_bf16_attn(benchmark::State &state, shape s, attn_isa isa, int threads) {
+    attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
+    bf16_operands o(s);
+    for (auto _ : state) {
+        if (!check(state, attn_gemm(ctx, ATTN_NO_TRANS, ATTN_NO_TRANS, s.m, s.n, s.k, 1.0f,
+                                    o.a.data(), ATTN_DTYPE_BF16, s.k, o.b.data(),
+                                    ATTN_DTYPE_BF16, s.n, 0.0f, o.c.data(), ATTN_DTYPE_F32, s.n)))
             break;
         benchmark::ClobberMemory();
     }
@@ -82,6 +111,30 @@ void gemm_onednn(benchmark::State &state, shape s, int threads) {
 }
 #endif
 
+#ifdef ATTN_BENCH_HAVE_DNNL
+// oneDNN's matmul primitive on bf16 A [m,k] and B [k,n] (row-major), f32 C; created once,
+// outside the timed loop.
+void gemm_bf16_onednn(benchmark::State &state, shape s, int threads) {
+    omp_set_num_threads(threads);
+    bf16_operands o(s);
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    const dnnl::memory::desc a_md({s.m, s.k}, dt::bf16, tag::ab), b_md({s.k, s.n}, dt::bf16, tag::ab);
+    const dnnl::memory::desc c_md({s.m, s.n}, dt::f32, tag::ab);
+    dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), eng));
+    dnnl::memory a_mem(a_md, eng, o.a.data()), b_mem(b_md, eng, o.b.data()),
+        c_mem(c_md, eng, o.c.data());
+    for (auto _ : state) {
+        prim.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+        strm.wait();
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, 2.0 * double(s.m) * double(s.n) * double(s.k));
+}
+#endif
+
 bool register_gemm() {
     for (const shape &s : shapes) {
         const std::string shape_name = s.name();
@@ -97,6 +150,20 @@ bool register_gemm() {
             for (int threads : {1, 2})
                 add(bench_name("gemm", "simd", isa_name(isa), threads, shape_name), gemm_attn,
                     ATTN_IMPL_SIMD, isa, threads);
+        if (s.m == s.n && s.n == s.k && s.m >= 1024) {
+            std::vector<attn_isa> isas = simd_isas();
+            if (context(ATTN_IMPL_SIMD, ATTN_ISA_AVX512_BF16, 1) != nullptr)
+                isas.push_back(ATTN_ISA_AVX512_BF16);
+            for (attn_isa isa : isas)
+                for (int threads : {1, 2})
+                    add(bench_name("gemm_bf16", "simd", isa_name(isa), threads, shape_name),
+                        gemm_bf16_attn, isa, threads);
+#ifdef ATTN_BENCH_HAVE_DNNL
+            for (int threads : {1, 2})
+                add(bench_name("gemm_bf16", "onednn", "-", threads, shape_name), gemm_bf16_onednn,
+                    threads);
+#endif
+        }
         for (int threads : {1, 2}) {
 #ifdef ATTN_BENCH_HAVE_OPENBLAS
             add(bench_name("gemm", "openblas", "-", threads, shape_name), gemm_openblas, threads);

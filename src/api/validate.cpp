@@ -82,7 +82,7 @@ void checker::enum_value(int value, int lo, int hi, const char *what, const char
     fail(ATTN_INVALID_ARGUMENT, "%s = %d, must be %s", what, value, allowed);
 }
 
-void checker::dtype(attn_dtype t, const char *what) {
+void checker::dtype(const attn_dtype &t, const char *what) {
     enum_value(enum_int(t), ATTN_DTYPE_F32, ATTN_DTYPE_F16, what,
                "ATTN_DTYPE_F32 (0), ATTN_DTYPE_BF16 (1) or ATTN_DTYPE_F16 (2)");
 }

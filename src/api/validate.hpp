@@ -70,7 +70,7 @@ public:
     // One of the enum's values lo..hi; `allowed` lists them for the message.
     void enum_value(int value, int lo, int hi, const char *what, const char *allowed);
     // One of attn_dtype's values; `what` names the field ("desc->q_type", "a_type").
-    void dtype(attn_dtype t, const char *what);
+    void dtype(const attn_dtype &t, const char *what);
     // A finite float (not NaN, not +-inf).
     void finite(float value, const char *what);
     // A probability in [0, 1) (NaN fails).

@@ -21,6 +21,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "attn/attn.h"
+#include "kernels/convert.hpp"
 
 namespace attn::kernels {
 
@@ -148,6 +149,70 @@ void gemm_pack_b(attn_trans trans_b, int64_t kc, int64_t nc, const float *b, int
         } else {
             // op(B)[p, j] = b[j*ldb + p]: columns run along k, a transpose.
             pack_transposed<Arch>(NR, cols, kc, b + j0 * ldb, ldb, packed);
+        }
+    }
+}
+
+// Typed packing (attn_gemm): the same packed f32 layouts from arrays of `type` (lda/ldb in
+// its elements), each element widened exactly, or, with round_bf16 (ATTN_FPMATH_BF16),
+// rounded to bf16 first. The micro-kernel sees f32 panels only, so one driver serves every
+// type. Rows that run along k are converted kb elements at a time into a small f32 block
+// and transposed from there.
+constexpr int64_t gemm_typed_kb = 128;
+
+template <class Arch>
+inline const void *typed_at(const void *base, attn_dtype type, int64_t offset) {
+    return static_cast<const unsigned char *>(base) + offset * (type == ATTN_DTYPE_F32 ? 4 : 2);
+}
+
+template <class Arch>
+void gemm_pack_a_typed(attn_trans trans_a, int64_t mc, int64_t kc, const void *a,
+                       attn_dtype type, int64_t lda, bool round_bf16, float *packed) {
+    constexpr int64_t MR = gemm_blocking_for<Arch>().mr, KB = gemm_typed_kb;
+    alignas(64) float block[MR * KB];
+    for (int64_t i0 = 0; i0 < mc; i0 += MR, packed += kc * MR) {
+        const int64_t rows = mc - i0 < MR ? mc - i0 : MR;
+        if (trans_a == ATTN_TRANS) {
+            // op(A)[i, p] = a[p*lda + i]: each p is a contiguous run of rows.
+            for (int64_t p = 0; p < kc; ++p) {
+                float *dst = packed + p * MR;
+                load_f32_row<Arch>(typed_at<Arch>(a, type, p * lda + i0), type, round_bf16, rows, dst);
+                for (int64_t r = rows; r < MR; ++r) dst[r] = 0.0f;
+            }
+        } else {
+            for (int64_t p0 = 0; p0 < kc; p0 += KB) {
+                const int64_t len = kc - p0 < KB ? kc - p0 : KB;
+                for (int64_t r = 0; r < rows; ++r)
+                    load_f32_row<Arch>(typed_at<Arch>(a, type, (i0 + r) * lda + p0), type, round_bf16,
+                                       len, block + r * KB);
+                pack_transposed<Arch>(MR, rows, len, block, KB, packed + p0 * MR);
+            }
+        }
+    }
+}
+
+template <class Arch>
+void gemm_pack_b_typed(attn_trans trans_b, int64_t kc, int64_t nc, const void *b,
+                       attn_dtype type, int64_t ldb, bool round_bf16, float *packed) {
+    constexpr int64_t NR = gemm_blocking_for<Arch>().nr, KB = gemm_typed_kb;
+    alignas(64) float block[NR * KB];
+    for (int64_t j0 = 0; j0 < nc; j0 += NR, packed += kc * NR) {
+        const int64_t cols = nc - j0 < NR ? nc - j0 : NR;
+        if (trans_b == ATTN_NO_TRANS) {
+            // op(B)[p, j] = b[p*ldb + j]: NR-wide row pieces.
+            for (int64_t p = 0; p < kc; ++p) {
+                float *dst = packed + p * NR;
+                load_f32_row<Arch>(typed_at<Arch>(b, type, p * ldb + j0), type, round_bf16, cols, dst);
+                for (int64_t j = cols; j < NR; ++j) dst[j] = 0.0f;
+            }
+        } else {
+            for (int64_t p0 = 0; p0 < kc; p0 += KB) {
+                const int64_t len = kc - p0 < KB ? kc - p0 : KB;
+                for (int64_t j = 0; j < cols; ++j)
+                    load_f32_row<Arch>(typed_at<Arch>(b, type, (j0 + j) * ldb + p0), type, round_bf16,
+                                       len, block + j * KB);
+                pack_transposed<Arch>(NR, cols, len, block, KB, packed + p0 * NR);
+            }
         }
     }
 }

@@ -7,6 +7,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_decode.hpp"
+#include "kernels/convert.hpp"
 #include "kernels/elements.hpp"
 #include "kernels/kernels.hpp"
 // --- gemm and softmax ---
@@ -30,10 +31,14 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.gemm_nc = gb.nc;
     t.gemm_pack_a = &gemm_pack_a<Arch>;
     t.gemm_pack_b = &gemm_pack_b<Arch>;
+    t.gemm_pack_a_typed = &gemm_pack_a_typed<Arch>;
+    t.gemm_pack_b_typed = &gemm_pack_b_typed<Arch>;
     t.gemm_micro_kernel = &gemm_micro_kernel<Arch>;
     t.exp_array = &exp_array<Arch>;
     t.exp2_array = &exp2_array<Arch>;
     t.softmax_rows = &softmax_rows<Arch>;
+    // --- convert ---
+    t.convert_array = &convert_array<Arch>;
     // --- attention ---
     t.attention_br = attention_blocking<Arch>::br;
     t.attention_bc = attention_blocking<Arch>::bc;

@@ -24,6 +24,12 @@ struct kernel_table {
                         float *packed);
     void (*gemm_pack_b)(attn_trans trans_b, int64_t kc, int64_t nc, const float *b, int64_t ldb,
                         float *packed);
+    // The same panels from arrays of any attn_dtype (a, b: the block's first element;
+    // lda, ldb in elements), rounded to bf16 first when round_bf16 (ATTN_FPMATH_BF16).
+    void (*gemm_pack_a_typed)(attn_trans trans_a, int64_t mc, int64_t kc, const void *a,
+                              attn_dtype a_type, int64_t lda, bool round_bf16, float *packed);
+    void (*gemm_pack_b_typed)(attn_trans trans_b, int64_t kc, int64_t nc, const void *b,
+                              attn_dtype b_type, int64_t ldb, bool round_bf16, float *packed);
     void (*gemm_micro_kernel)(int64_t kc, float alpha, const float *a_packed,
                               const float *b_packed, float beta, float *c, int64_t ldc,
                               int64_t m_r, int64_t n_r);
@@ -34,6 +40,11 @@ struct kernel_table {
     // Row softmax (softmax.hpp) of `rows` rows, reference semantics; x == y allowed.
     void (*softmax_rows)(int64_t rows, int64_t cols, float scale, const float *x, int64_t ldx,
                          float *y, int64_t ldy);
+    // --- convert ---
+    // dst[i] = src[i] converted (attn_convert's rules, bit for bit those of
+    // src/ref/convert.hpp), i < n; src == dst allowed with equal element sizes.
+    void (*convert_array)(int64_t n, const void *src, attn_dtype src_type, void *dst,
+                          attn_dtype dst_type);
     // --- attention ---
     // Fused attention (attention.hpp); the argument block is in attention_args.hpp.
     int attention_br, attention_bc, attention_nr;  // query rows / keys per tile, keys per K panel

@@ -45,21 +45,25 @@ int64_t balanced_block(int64_t total, int64_t block, int64_t unit) {
 
 }  // namespace
 
-void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n,
-          int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-          float beta, float *c, int64_t ldc) {
-    if (m == 0 || n == 0) return;
-    const kernels::kernel_table *kt = simd_kernels(ex_in);
-    if (kt == nullptr) {
-        ref::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-        return;
-    }
+namespace {
+
+// C (f32) = alpha * op(A) * op(B) + beta * C with A and B of any type: the f32 packing when
+// the elements are used as stored, the typed packing otherwise (widening, or rounding to
+// bf16 under fpmath bf16); the micro-kernel and the loops are the same either way.
+void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans trans_a,
+                attn_trans trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+                attn_dtype a_type, int64_t lda, const void *b, attn_dtype b_type, int64_t ldb,
+                float beta, float *c, int64_t ldc, bool round_bf16) {
     exec ex = ex_in;
     if (m * n * k < serial_below_madds) ex.arena = nullptr;
     if (alpha == 0.0f || k == 0) {
         scale_c(ex, m, n, beta, c, ldc);
         return;
     }
+    const bool a_plain = a_type == ATTN_DTYPE_F32 && !round_bf16;
+    const bool b_plain = b_type == ATTN_DTYPE_F32 && !round_bf16;
+    const int64_t a_bytes = a_type == ATTN_DTYPE_F32 ? 4 : 2;
+    const int64_t b_bytes = b_type == ATTN_DTYPE_F32 ? 4 : 2;
 
     const int64_t MR = kt->gemm_mr, NR = kt->gemm_nr;
     // Depth and column blocks depend on the shape only (kc decides the rounding of C).
@@ -92,14 +96,26 @@ void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, 
     float *const b_panel = scratch;
     float *const a_blocks = scratch + b_panel_floats;
 
-    const float *const a_base = a;
-    const float *const b_base = b;
+    const auto *const a_base = static_cast<const unsigned char *>(a);
+    const auto *const b_base = static_cast<const unsigned char *>(b);
     // op(A)[i, p] and op(B)[p, j] as pointers into the caller's arrays.
-    auto a_at = [&](int64_t i, int64_t p) {
-        return trans_a == ATTN_TRANS ? a_base + p * lda + i : a_base + i * lda + p;
+    auto a_at = [&](int64_t i, int64_t p) -> const void * {
+        return a_base + a_bytes * (trans_a == ATTN_TRANS ? p * lda + i : i * lda + p);
     };
-    auto b_at = [&](int64_t p, int64_t j) {
-        return trans_b == ATTN_TRANS ? b_base + j * ldb + p : b_base + p * ldb + j;
+    auto b_at = [&](int64_t p, int64_t j) -> const void * {
+        return b_base + b_bytes * (trans_b == ATTN_TRANS ? j * ldb + p : p * ldb + j);
+    };
+    auto pack_a = [&](int64_t mc, int64_t kc, const void *src, float *dst) {
+        if (a_plain)
+            kt->gemm_pack_a(trans_a, mc, kc, static_cast<const float *>(src), lda, dst);
+        else
+            kt->gemm_pack_a_typed(trans_a, mc, kc, src, a_type, lda, round_bf16, dst);
+    };
+    auto pack_b = [&](int64_t kc, int64_t nc, const void *src, float *dst) {
+        if (b_plain)
+            kt->gemm_pack_b(trans_b, kc, nc, static_cast<const float *>(src), ldb, dst);
+        else
+            kt->gemm_pack_b_typed(trans_b, kc, nc, src, b_type, ldb, round_bf16, dst);
     };
 
     // jc: columns of C and B, NC at a time (a KC x NC panel of B is packed once per pc).
@@ -115,8 +131,7 @@ void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, 
             // Pack op(B)[pc:pc+kc, jc:jc+nc], split among the workers by NR slivers.
             parallel_for(ex, n_slivers, 4, [&](int64_t s0, int64_t s1) {
                 const int64_t j0 = s0 * NR, j1 = std::min(nc, s1 * NR);
-                kt->gemm_pack_b(trans_b, kc, j1 - j0, b_at(pc, jc + j0), ldb,
-                                b_panel + s0 * kc * NR);
+                pack_b(kc, j1 - j0, b_at(pc, jc + j0), b_panel + s0 * kc * NR);
             });
             // ic: rows of C and A, mc at a time, each block packed by the worker that uses it;
             // the blocks (and column blocks of the B panel) are the parallel tasks.
@@ -126,7 +141,7 @@ void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, 
                 for (int64_t rb = rb0; rb < rb1; ++rb) {
                     const int64_t ic = rb * mc_max;
                     const int64_t mc = std::min(mc_max, m - ic);
-                    kt->gemm_pack_a(trans_a, mc, kc, a_at(ic, pc), lda, a_packed);
+                    pack_a(mc, kc, a_at(ic, pc), a_packed);
                     const int64_t s_begin = cb0 * slivers_per_col_block;
                     const int64_t s_end = std::min(n_slivers, cb1 * slivers_per_col_block);
                     // jr: NR columns at a time; this B sliver stays in L1 across the ir loop.
@@ -146,6 +161,63 @@ void gemm(const exec &ex_in, attn_trans trans_a, attn_trans trans_b, int64_t m, 
             });
         }
     }
+}
+
+}  // namespace
+
+void gemm(const exec &ex, attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n,
+          int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    const kernels::kernel_table *kt = simd_kernels(ex);
+    if (kt == nullptr) {
+        ref::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    gemm_f32_c(ex, kt, trans_a, trans_b, m, n, k, alpha, a, ATTN_DTYPE_F32, lda, b,
+               ATTN_DTYPE_F32, ldb, beta, c, ldc, false);
+}
+
+void gemm_typed(const exec &ex, attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n,
+                int64_t k, float alpha, const void *a, attn_dtype a_type, int64_t lda,
+                const void *b, attn_dtype b_type, int64_t ldb, float beta, void *c,
+                attn_dtype c_type, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    const bool round_bf16 = ex.fpmath == ATTN_FPMATH_BF16;
+    const bool all_f32 =
+        a_type == ATTN_DTYPE_F32 && b_type == ATTN_DTYPE_F32 && c_type == ATTN_DTYPE_F32;
+    const kernels::kernel_table *kt = simd_kernels(ex);
+    if (kt == nullptr) {
+        if (all_f32 && !round_bf16)
+            ref::gemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float *>(a), lda,
+                      static_cast<const float *>(b), ldb, beta, static_cast<float *>(c), ldc);
+        else
+            ref::gemm_typed(trans_a, trans_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb,
+                            beta, c, c_type, ldc, round_bf16);
+        return;
+    }
+    if (c_type == ATTN_DTYPE_F32) {
+        gemm_f32_c(ex, kt, trans_a, trans_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb,
+                   beta, static_cast<float *>(c), ldc, round_bf16);
+        return;
+    }
+    // 16-bit C: the product goes to an f32 copy of C (widened when beta reads it) and is
+    // rounded to c_type once, when stored back. Rows are independent: any split is exact.
+    aligned_floats acc(static_cast<size_t>(m * n));
+    auto *const c16 = static_cast<uint16_t *>(c);
+    float *const cf = acc.get();
+    const int64_t rows_per_task = std::max<int64_t>(1, 65536 / n);
+    if (beta != 0.0f)
+        parallel_for(ex, m, rows_per_task, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i)
+                kt->convert_array(n, c16 + i * ldc, c_type, cf + i * n, ATTN_DTYPE_F32);
+        });
+    gemm_f32_c(ex, kt, trans_a, trans_b, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta,
+               cf, n, round_bf16);
+    parallel_for(ex, m, rows_per_task, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+            kt->convert_array(n, cf + i * n, ATTN_DTYPE_F32, c16 + i * ldc, c_type);
+    });
 }
 
 }  // namespace attn::ops

@@ -35,6 +35,14 @@ void gemm(const exec &ex, attn_trans trans_a, attn_trans trans_b, int64_t m, int
           int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
           float beta, float *c, int64_t ldc);
 
+// attn_gemm: A, B, C of any attn_dtype; products of the widened (under fpmath bf16: rounded
+// to bf16) elements accumulate in f32, C rounded once to c_type. With three F32 types and
+// fpmath strict, the same bits as gemm().
+void gemm_typed(const exec &ex, attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n,
+                int64_t k, float alpha, const void *a, attn_dtype a_type, int64_t lda,
+                const void *b, attn_dtype b_type, int64_t ldb, float beta, void *c,
+                attn_dtype c_type, int64_t ldc);
+
 void softmax(const exec &ex, int64_t rows, int64_t cols, float scale, const float *x,
              int64_t ldx, float *y, int64_t ldy);
 

@@ -14,6 +14,14 @@ void gemm(attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n, int64_t 
           const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
           int64_t ldc);
 
+// gemm with A, B, C arrays of their types: each element widened (and, with round_bf16,
+// an f32 or f16 element rounded to bf16 first), products summed in f32 in index order,
+// alpha * dot + beta * C rounded once into c_type.
+void gemm_typed(attn_trans trans_a, attn_trans trans_b, int64_t m, int64_t n, int64_t k,
+                float alpha, const void *a, attn_dtype a_type, int64_t lda, const void *b,
+                attn_dtype b_type, int64_t ldb, float beta, void *c, attn_dtype c_type,
+                int64_t ldc, bool round_bf16);
+
 void softmax(int64_t rows, int64_t cols, float scale, const float *x, int64_t ldx, float *y,
              int64_t ldy);
 

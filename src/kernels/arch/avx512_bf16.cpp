@@ -1,11 +1,11 @@
 // The avx512_bf16 level: AVX-512 with VCVTNEPS2BF16 and VDPBF16PS. Compiled with the AVX-512
-// flags plus -mavx512bf16 (src/CMakeLists.txt). Its f32 kernels are the AVX-512 ones (the
-// same table entries); the entries that use the bf16 instructions are instantiated here on
-// xsimd::avx512cd, an Arch no other level uses, so that none of their instantiations (the
-// tile loop and what it calls) is shared with the avx512 level's translation unit.
-#include "kernels/intrinsics.hpp"  // first: see there
+// flags plus -mavx512cd -mavx512bf16 (src/CMakeLists.txt). Its f32 kernels are the AVX-512
+// ones (the same table entries); the entries that use the bf16 instructions are filled here.
+// They are instantiated on xsimd::avx512cd (which derives from avx512f), never on avx512f:
+// an instantiation shared with src/kernels/arch/avx512.cpp would be one symbol, and the
+// linker would keep either copy, with or without the bf16 instructions.
+#include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
 #include "kernels/attention_bf16.hpp"
-#include "kernels/kernels.hpp"
 
 namespace attn::kernels {
 
@@ -16,6 +16,9 @@ const kernel_table *kernel_table_avx512_bf16() {
     static const kernel_table table = [] {
         kernel_table t = *kernel_table_avx512();
         t.isa_name = "avx512_bf16";
+        // f32 -> bf16 by VCVTNEPS2BF16 (cvt::has_cvtneps2bf16); the other pairs as avx512.
+        t.convert_array = &convert_array<arch>;
+        // attention with bf16-pair products (attention_bf16.hpp)
         t.attention_pack_k_bf16 = &attention_pack_k_bf16<arch>;
         t.attention_pack_v_bf16 = &attention_pack_v_bf16<arch>;
         t.attention_forward_tile_bf16 = &attention_forward_tile_bf16<arch>;

@@ -1,0 +1,281 @@
+// attn_gemm with every combination of a/b/c types on every path, against a float64 product
+// of the stored (widened) inputs. Tolerance: twice the largest error of a plain f32
+// computation of the same widened inputs (products summed in f32 in index order, rounded
+// once to c_type), plus 3 units in the last place of c_type at the element.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ref/convert.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using attn_test::path_test;
+namespace cv = attn::convert;
+
+const attn_dtype types[] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+const char *type_name(attn_dtype t) {
+    return t == ATTN_DTYPE_F32 ? "f32" : t == ATTN_DTYPE_BF16 ? "bf16" : "f16";
+}
+
+// An array of one type: its bytes as the library sees them and the values they hold.
+struct typed {
+    attn_dtype type;
+    std::vector<unsigned char> bytes;
+    std::vector<float> value;  // the stored elements, widened (exact)
+    typed(attn_dtype t, const std::vector<float> &x) : type(t), bytes(x.size() * attn_dtype_size(t)) {
+        for (size_t i = 0; i < x.size(); ++i) set(i, x[i]);
+    }
+    void set(size_t i, float x) {
+        if (type == ATTN_DTYPE_F32) {
+            std::memcpy(&bytes[4 * i], &x, 4);
+            value.resize(std::max(value.size(), i + 1)), value[i] = x;
+            return;
+        }
+        const uint16_t h = type == ATTN_DTYPE_BF16 ? cv::f32_to_bf16(x) : cv::f32_to_f16(x);
+        std::memcpy(&bytes[2 * i], &h, 2);
+        value.resize(std::max(value.size(), i + 1));
+        value[i] = type == ATTN_DTYPE_BF16 ? cv::bf16_to_f32(h) : cv::f16_to_f32(h);
+    }
+    float get(size_t i) const {  // reads the bytes (what the library wrote)
+        if (type == ATTN_DTYPE_F32) {
+            float x;
+            std::memcpy(&x, &bytes[4 * i], 4);
+            return x;
+        }
+        uint16_t h;
+        std::memcpy(&h, &bytes[2 * i], 2);
+        return type == ATTN_DTYPE_BF16 ? cv::bf16_to_f32(h) : cv::f16_to_f32(h);
+    }
+    void *data() { return bytes.data(); }
+};
+
+float round_to(attn_dtype t, float x) {
+    if (t == ATTN_DTYPE_BF16) return cv::bf16_to_f32(cv::f32_to_bf16(x));
+    if (t == ATTN_DTYPE_F16) return cv::f16_to_f32(cv::f32_to_f16(x));
+    return x;
+}
+
+double ulp(attn_dtype t, double y) {
+    const int bits = t == ATTN_DTYPE_F32 ? 23 : t == ATTN_DTYPE_BF16 ? 7 : 10;
+    const int min_exp = t == ATTN_DTYPE_F16 ? -14 : -126;
+    const int e = y == 0.0 ? min_exp : std::max(min_exp, std::ilogb(y));
+    return std::ldexp(1.0, e - bits);
+}
+
+struct problem {
+    int64_t m, n, k;
+    attn_trans ta, tb;
+    float alpha, beta;
+};
+
+// Runs attn_gemm on `ctx` and checks it against float64 on the operands as the products
+// see them (rounded to bf16 first when fpmath_bf16).
+void check_gemm(attn_context *ctx, const problem &pr, attn_dtype at, attn_dtype bt,
+                attn_dtype ct, bool fpmath_bf16, uint32_t seed) {
+    const int64_t m = pr.m, n = pr.n, k = pr.k;
+    const int64_t lda = (pr.ta == ATTN_TRANS ? m : k) + 3, ldb = (pr.tb == ATTN_TRANS ? k : n) + 1;
+    const int64_t ldc = n + 2;
+    const int64_t a_rows = pr.ta == ATTN_TRANS ? k : m, b_rows = pr.tb == ATTN_TRANS ? n : k;
+    typed a(at, attn_test::random_tensor(size_t(a_rows * lda), seed));
+    typed b(bt, attn_test::random_tensor(size_t(b_rows * ldb), seed + 1));
+    typed c(ct, attn_test::random_tensor(size_t(m * ldc), seed + 2, -2.0f, 2.0f));
+    const std::vector<float> c0 = c.value;
+    if (pr.beta == 0.0f)  // C must not be read: a NaN there is ignored
+        for (size_t i = 0; i < c0.size(); ++i) c.set(i, NAN);
+    auto op = [&](const typed &x, size_t idx) {
+        const float v = x.value[idx];
+        return fpmath_bf16 && x.type != ATTN_DTYPE_BF16 ? round_to(ATTN_DTYPE_BF16, v) : v;
+    };
+    auto a_at = [&](int64_t i, int64_t p) {
+        return op(a, size_t(pr.ta == ATTN_TRANS ? p * lda + i : i * lda + p));
+    };
+    auto b_at = [&](int64_t p, int64_t j) {
+        return op(b, size_t(pr.tb == ATTN_TRANS ? j * ldb + p : p * ldb + j));
+    };
+    std::vector<double> want(size_t(m * n));
+    std::vector<float> plain(size_t(m * n));
+    double plain_err = 0.0;
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double d = 0.0;
+            float f = 0.0f;
+            for (int64_t p = 0; p < k; ++p) {
+                d += double(a_at(i, p)) * double(b_at(p, j));
+                f += a_at(i, p) * b_at(p, j);
+            }
+            const double cij = pr.beta == 0.0f ? 0.0 : double(c0[size_t(i * ldc + j)]);
+            d = double(pr.alpha) * d + double(pr.beta) * cij;
+            const float fr = round_to(ct, pr.alpha * f + pr.beta * float(cij));
+            want[size_t(i * n + j)] = d;
+            plain_err = std::max(plain_err, std::fabs(double(fr) - d));
+        }
+    const std::vector<unsigned char> before = c.bytes;
+    ASSERT_EQ(attn_gemm(ctx, pr.ta, pr.tb, m, n, k, pr.alpha, a.data(), at, lda, b.data(), bt,
+                        ldb, pr.beta, c.data(), ct, ldc),
+              ATTN_OK)
+        << attn_last_error();
+    for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+            const double d = want[size_t(i * n + j)], got = c.get(size_t(i * ldc + j));
+            const double tol = 2.0 * plain_err + 3.0 * ulp(ct, std::fabs(d));
+            ASSERT_LE(std::fabs(got - d), tol)
+                << type_name(at) << "*" << type_name(bt) << "->" << type_name(ct) << " " << m
+                << "x" << n << "x" << k << " ta " << pr.ta << " tb " << pr.tb << " alpha "
+                << pr.alpha << " beta " << pr.beta << " at (" << i << "," << j << ")";
+        }
+        for (int64_t j = n; j < ldc; ++j)  // the padding of C is not written
+            for (size_t byte = 0; byte < attn_dtype_size(ct); ++byte) {
+                const size_t at_byte = size_t(i * ldc + j) * attn_dtype_size(ct) + byte;
+                ASSERT_EQ(c.bytes[at_byte], before[at_byte]);
+            }
+    }
+}
+
+class gemm_typed_test : public path_test {};
+
+TEST_P(gemm_typed_test, every_type_combination) {
+    const int64_t shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {64, 48, 129}};
+    uint32_t seed = 100;
+    for (auto &s : shapes)
+        for (attn_trans ta : {ATTN_NO_TRANS, ATTN_TRANS})
+            for (attn_trans tb : {ATTN_NO_TRANS, ATTN_TRANS})
+                for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.75f, -0.5f}})
+                    for (attn_dtype at : types)
+                        for (attn_dtype bt : types)
+                            for (attn_dtype ct : types) {
+                                check_gemm(ctx(), {s[0], s[1], s[2], ta, tb, alpha, beta}, at, bt,
+                                           ct, false, seed++);
+                                if (HasFatalFailure()) return;
+                            }
+}
+
+// Under ATTN_FPMATH_BF16 the products are those of the inputs rounded to bf16: the result
+// is within the tolerance of that computation (and far outside the strict one's for f32
+// inputs, whose bf16 rounding errors are ~2^-9 of each element).
+TEST_P(gemm_typed_test, fpmath_bf16_rounds_inputs) {
+    attn_config cfg;
+    attn_config_init(&cfg);
+    cfg.impl = GetParam().impl;
+    cfg.max_isa = GetParam().isa;
+    cfg.fpmath = ATTN_FPMATH_BF16;
+    attn_context *raw = nullptr;
+    ASSERT_EQ(attn_context_create(&cfg, &raw), ATTN_OK);
+    attn_test::context_ptr c(raw);
+    uint32_t seed = 900;
+    for (attn_dtype at : types)
+        for (attn_dtype bt : types) {
+            check_gemm(c.get(), {37, 29, 300, ATTN_NO_TRANS, ATTN_TRANS, 1.0f, 0.5f}, at, bt,
+                       ATTN_DTYPE_F32, true, seed++);
+            if (HasFatalFailure()) return;
+        }
+}
+
+// k == 0: C = beta * C rounded to c_type; beta == 0 gives zeros without reading C (NaN).
+TEST_P(gemm_typed_test, k_zero) {
+    for (attn_dtype ct : types) {
+        for (float beta : {0.0f, 2.0f}) {
+            typed c(ct, attn_test::random_tensor(5 * 7, 4, -3.0f, 3.0f));
+            const std::vector<float> c0 = c.value;
+            if (beta == 0.0f)
+                for (size_t i = 0; i < c0.size(); ++i) c.set(i, NAN);
+            ASSERT_EQ(attn_gemm(ctx(), ATTN_NO_TRANS, ATTN_NO_TRANS, 5, 7, 0, 1.0f, nullptr,
+                                ATTN_DTYPE_BF16, 1, nullptr, ATTN_DTYPE_F16, 7, beta, c.data(),
+                                ct, 7),
+                      ATTN_OK)
+                << attn_last_error();
+            for (size_t i = 0; i < c0.size(); ++i) {
+                const float want = beta == 0.0f ? 0.0f : round_to(ct, beta * c0[i]);
+                ASSERT_EQ(c.get(i), want) << type_name(ct) << " beta " << beta << " i " << i;
+                if (beta == 0.0f) ASSERT_FALSE(std::signbit(c.get(i)));
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(paths, gemm_typed_test, testing::ValuesIn(attn_test::all_paths()),
+                         attn_test::path_name);
+
+// attn_gemm_f32 is attn_gemm with three F32 types, bit for bit, on every SIMD path (shapes
+// past one depth block and one row block, both transposes, beta != 0).
+TEST(gemm_typed_simd, f32_entry_points_bitwise_equal) {
+    for (auto &p : attn_test::simd_paths()) {
+        auto ctx = attn_test::make_context(p.impl, p.isa);
+        for (auto s : {std::vector<int64_t>{130, 70, 700}, std::vector<int64_t>{5, 3, 2}})
+            for (attn_trans ta : {ATTN_NO_TRANS, ATTN_TRANS}) {
+                const int64_t m = s[0], n = s[1], k = s[2];
+                const int64_t lda = ta == ATTN_TRANS ? m : k;
+                std::vector<float> a = attn_test::random_tensor(size_t(m * k), 1);
+                std::vector<float> b = attn_test::random_tensor(size_t(k * n), 2);
+                std::vector<float> c1 = attn_test::random_tensor(size_t(m * n), 3), c2 = c1;
+                ASSERT_EQ(attn_gemm_f32(ctx.get(), ta, ATTN_TRANS, m, n, k, 0.5f, a.data(), lda,
+                                        b.data(), k, 0.25f, c1.data(), n),
+                          ATTN_OK);
+                ASSERT_EQ(attn_gemm(ctx.get(), ta, ATTN_TRANS, m, n, k, 0.5f, a.data(),
+                                    ATTN_DTYPE_F32, lda, b.data(), ATTN_DTYPE_F32, k, 0.25f,
+                                    c2.data(), ATTN_DTYPE_F32, n),
+                          ATTN_OK);
+                EXPECT_TRUE(attn_test::bitwise_equal(c1, c2)) << p.name;
+            }
+    }
+}
+
+// One thread and two give the same bits, with 16-bit inputs and a 16-bit C.
+TEST(gemm_typed_simd, one_and_two_threads_bitwise) {
+    const int64_t m = 200, n = 150, k = 700;
+    typed a(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(m * k), 5));
+    typed b(ATTN_DTYPE_F16, attn_test::random_tensor(size_t(k * n), 6));
+    for (auto &p : attn_test::simd_paths()) {
+        std::vector<std::vector<unsigned char>> out;
+        for (int threads : {1, 2}) {
+            auto ctx = attn_test::make_context(p.impl, p.isa, threads);
+            typed c(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(m * n), 7));
+            ASSERT_EQ(attn_gemm(ctx.get(), ATTN_NO_TRANS, ATTN_NO_TRANS, m, n, k, 1.0f, a.data(),
+                                a.type, k, b.data(), b.type, n, 1.0f, c.data(), c.type, n),
+                      ATTN_OK);
+            out.push_back(c.bytes);
+        }
+        EXPECT_EQ(out[0], out[1]) << p.name;
+    }
+}
+
+TEST(gemm_typed_validation, dtype_messages_and_element_sizes) {
+    std::vector<uint16_t> buf(64, 0x3f80);
+    const auto bad = static_cast<attn_dtype>(5);
+    auto expect_error = [&](attn_status s, const std::string &msg) {
+        EXPECT_EQ(s, ATTN_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(attn_last_error()).find(msg), std::string::npos) << attn_last_error();
+        EXPECT_EQ(buf, std::vector<uint16_t>(64, 0x3f80));
+    };
+    uint16_t *a = buf.data(), *b = a + 16, *c = b + 16;
+    const char *rule = ", must be ATTN_DTYPE_F32 (0), ATTN_DTYPE_BF16 (1) or ATTN_DTYPE_F16 (2)";
+    expect_error(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a, bad, 4, b,
+                           ATTN_DTYPE_BF16, 4, 0.0f, c, ATTN_DTYPE_BF16, 4),
+                 std::string("attn_gemm: a_type = 5") + rule);
+    expect_error(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a,
+                           ATTN_DTYPE_BF16, 4, b, bad, 4, 0.0f, c, ATTN_DTYPE_BF16, 4),
+                 std::string("attn_gemm: b_type = 5") + rule);
+    expect_error(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a,
+                           ATTN_DTYPE_BF16, 4, b, ATTN_DTYPE_BF16, 4, 0.0f, c,
+                           static_cast<attn_dtype>(-1), 4),
+                 "attn_gemm: c_type = -1, must be ATTN_DTYPE_F32 (0)");
+    expect_error(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a,
+                           ATTN_DTYPE_BF16, 3, b, ATTN_DTYPE_BF16, 4, 0.0f, c, ATTN_DTYPE_BF16, 4),
+                 "attn_gemm: lda = 3, must be >= max(1, k) = 4");
+    // 16-bit spans: c right after b is disjoint at 2 bytes an element...
+    EXPECT_EQ(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a, ATTN_DTYPE_BF16,
+                        4, b, ATTN_DTYPE_BF16, 4, 0.0f, c, ATTN_DTYPE_BF16, 4),
+              ATTN_OK)
+        << attn_last_error();
+    EXPECT_EQ(c[0], cv::f32_to_bf16(4.0f));  // 1 * 1 summed over k = 4
+    buf.assign(64, 0x3f80);
+    // ...but read as f32, b (16 elements, 64 bytes) runs over c.
+    expect_error(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a,
+                           ATTN_DTYPE_BF16, 4, b, ATTN_DTYPE_F32, 4, 0.0f, c, ATTN_DTYPE_BF16, 4),
+                 "attn_gemm: c = ");
+}
+
+}  // namespace
