@@ -307,7 +307,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pool p;
     call c;
     bool ready = false;
-    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+    attn_context *const typed_contexts[3] = {ctx.reference, simd.first, simd.second};
+    switch (in.ConsumeIntegralInRange<int>(0, 9)) {
     case 0: ready = decode_gemm(in, p, src, c); break;
     case 1: ready = decode_softmax(in, p, src, c); break;
     case 2: ready = decode_sdpa(in, p, src, c, false); break;
@@ -315,7 +316,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 4: ready = decode_mha(in, p, src, c, false); break;
     case 5: ready = decode_mha(in, p, src, c, true); break;
     case 6: ready = decode_merge(in, p, src, c); break;
-    default: fuzz_config(in); break;
+    case 7: fuzz_config(in); break;
+    case 8: fuzz_convert(in, src, typed_contexts); break;
+    default: fuzz_sdpa_typed(in, src, typed_contexts); break;
     }
     if (ready) execute(p, c, ctx.reference, simd.first, simd.second);
     return 0;

@@ -154,5 +154,9 @@ bool decode_softmax(FuzzedDataProvider &in, pool &p, value_source &src, call &c)
 bool decode_merge(FuzzedDataProvider &in, pool &p, value_source &src, call &c);
 bool decode_sdpa(FuzzedDataProvider &in, pool &p, value_source &src, call &c, bool backward);
 bool decode_mha(FuzzedDataProvider &in, pool &p, value_source &src, call &c, bool backward);
+// The 16-bit entry points (fuzz_typed.cpp), on the reference and one SIMD ISA with 1 and 2
+// threads (ctx[0..2]); they check their own contract.
+void fuzz_convert(FuzzedDataProvider &in, value_source &src, attn_context *const ctx[3]);
+void fuzz_sdpa_typed(FuzzedDataProvider &in, value_source &src, attn_context *const ctx[3]);
 
 }  // namespace fuzz
