@@ -397,6 +397,10 @@ void write_rows(const attention_tile &t, float *o, int64_t dv_pad, const float *
         for (; c < t.dim_v; ++c) dst[c] = empty ? 0.0f : o_row[c] * inv.get(0);
         if (t.out_type != ATTN_DTYPE_F32) narrow_row<Arch>(o_row, t.dim_v, out_row, t.out_type);
         t.lse[r] = empty ? -std::numeric_limits<float>::infinity() : m[r] + __builtin_logf(l[r]);
+        if (t.row_max) {
+            t.row_max[r] = empty ? -std::numeric_limits<float>::infinity() : m[r];
+            t.row_sum[r] = l[r];
+        }
     }
 }
 
