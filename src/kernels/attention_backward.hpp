@@ -27,8 +27,8 @@
 namespace attn::kernels {
 
 // Keys per tile (a multiple of every ISA's K panel) and query rows per step.
-inline constexpr int64_t backward_bk = 64;
-inline constexpr int64_t backward_br = 64;
+inline constexpr int64_t backward_bk = 128;
+inline constexpr int64_t backward_br = 72;
 
 namespace backward_detail {
 using attention_detail::lanes;
@@ -126,12 +126,32 @@ inline void acc_block_any(int rows, int vectors, const float *a, int64_t a_rs, i
 template <class Arch>
 void copy_padded(const float *src, int64_t src_ld, int64_t rows, int64_t all, int64_t dim,
                  float factor, float *dst, int64_t pad) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const fbatch f(factor);
     for (int64_t r = 0; r < all; ++r) {
         float *d = dst + r * pad;
         int64_t c = 0;
-        if (r < rows)
-            for (; c < dim; ++c) d[c] = factor * src[r * src_ld + c];
+        if (r < rows) {
+            const float *s = src + r * src_ld;
+            for (; c + W <= dim; c += W) (fbatch::load_unaligned(s + c) * f).store_aligned(d + c);
+            for (; c < dim; ++c) d[c] = factor * s[c];
+        }
         for (; c < pad; ++c) d[c] = 0.0f;
+    }
+}
+
+// dst rows (ld dst_ld) = the first dim floats of src rows (ld pad).
+template <class Arch>
+void copy_rows_out(const float *src, int64_t pad, int64_t rows, int64_t dim, float *dst,
+                   int64_t dst_ld) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t c = 0;
+        for (; c + W <= dim; c += W)
+            fbatch::load_aligned(src + r * pad + c).store_unaligned(dst + r * dst_ld + c);
+        for (; c < dim; ++c) dst[r * dst_ld + c] = src[r * pad + c];
     }
 }
 
@@ -315,16 +335,12 @@ void attention_backward_tile(const attention_backward_tile &t) {
                 }
             }
         }
-        for (int64_t r = 0; r < rows; ++r)
-            for (int64_t c = 0; c < t.dim_qk; ++c)
-                t.dq[(i0 + r) * t.dq_ld + c] = dqs[r * at.dk_pad + c];
+        copy_rows_out<Arch>(dqs, at.dk_pad, rows, t.dim_qk, t.dq + i0 * t.dq_ld, t.dq_ld);
     }
 
     if (!t.last_head) return;
-    for (int64_t c = 0; c < t.keys; ++c) {
-        for (int64_t x = 0; x < t.dim_qk; ++x) t.dk[c * t.dk_ld + x] = t.scratch[at.dk_acc + c * at.dk_pad + x];
-        for (int64_t x = 0; x < t.dim_v; ++x) t.dv[c * t.dv_ld + x] = t.scratch[at.dv_acc + c * at.dv_pad + x];
-    }
+    copy_rows_out<Arch>(t.scratch + at.dk_acc, at.dk_pad, t.keys, t.dim_qk, t.dk, t.dk_ld);
+    copy_rows_out<Arch>(t.scratch + at.dv_acc, at.dv_pad, t.keys, t.dim_v, t.dv, t.dv_ld);
 }
 
 }  // namespace attn::kernels
