@@ -92,13 +92,13 @@ void print_heat_map(const task &t, const batch &b, int index, const std::vector<
     const int *tok = &b.tokens[size_t(index * L)];
     std::printf("%s (shade by weight: ' .:-=+*#%%@' = 0 .. 1; rows: query positions)\n", title);
     std::printf("          ");
-    for (int j = 0; j < L; ++j) std::printf("%-3s", token_name(t, tok[j]).c_str());
+    for (int j = 0; j < L; ++j) std::printf("%-4s", token_name(t, tok[j]).c_str());
     std::printf("\n");
     for (int i = 0; i < L; ++i) {
         std::printf("  %2d %-4s ", i, token_name(t, tok[i]).c_str());
         for (int j = 0; j < L; ++j) {
             const char c = shade(w[size_t(i * L + j)]);
-            std::printf("%c%c|", c, c);
+            std::printf("%c%c%c|", c, c, c);
         }
         std::printf("\n");
     }
