@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Command 1: build attn (Release, in build/), run the worked example of the source document
-# (build/tools/attn-demo), then print a short benchmark summary: scalar vs SIMD and
+# (build/tools/attn-demo) and a quick training run (build/tools/attn-train --quick), then print a short benchmark summary: scalar vs SIMD and
 # 1 thread vs all threads, measured now on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,9 @@ cmake --build build -j"$(nproc)"
 
 echo
 build/tools/attn-demo
+
+echo
+build/tools/attn-train --quick --out build/tools
 
 echo
 if [ -f tools/bench_report.py ] && [ -x build/bench/attn_bench ]; then

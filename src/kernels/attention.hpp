@@ -5,7 +5,7 @@
 //   S  = (scale Q) K_tile^T                      register-blocked, K packed in panels of nr
 //   S += mask; hidden keys (causal, range) -> -inf
 //   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P   (online softmax;
-//   P as 2^((S - m') log2 e), l kept lane-wise and summed across the lanes once at the end)
+//   l kept lane-wise and summed across the lanes once at the end)
 //   P *= dropout factors
 //   O  = O exp(m - m') + P V_tile                V rows as whole vectors of dim_v
 // and finally out = O / l, lse = m + log l. Only the br x bc tile S is ever stored.
@@ -349,26 +349,28 @@ bool tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64
 template <class Arch>
 inline float running_max(float m, float x) { return x > m || x != x ? x : m; }
 
-// Row r's first `visible` scores of the key tile at j0 become P = e^(S - m) = 2^((S - m) log2 e)
-// in place, times the dropout factors when t drops; returns the lane-wise sum of P (taken
+// Row r's first `visible` scores of the key tile at j0 become P = e^(S - m) in place, times the dropout factors when t drops; returns the lane-wise sum of P (taken
 // before dropout). Whole vectors: scores past `visible` in the last one must be -inf.
 template <class Arch>
 xsimd::batch<float, Arch> exp_scores_row(float *s_row, int64_t visible, float m,
                                          const attention_tile &t, int64_t r, int64_t j0) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
-    const fbatch shift(m), log2e(1.44269504088896341f);
+    // e^(S - m) by exp on the unrounded difference: 2^((S - m) log2e) rounds the product, an
+    // error of |S - m| 2^-24 in the exponent (and log2e's own rounding, 1.3e-8 relative), which
+    // for scores of magnitude ~100 is several times the rounding of S itself.
+    const fbatch shift(m);
     fbatch sum(0.0f);
     if (!t.dropout_keys) {
         for (int64_t c = 0; c < visible; c += W) {
-            const fbatch p = kernels::exp2<Arch>((fbatch::load_aligned(s_row + c) - shift) * log2e);
+            const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
             sum += p;
             p.store_aligned(s_row + c);
         }
     } else {
         const uint32_t key = t.dropout_keys[r];
         for (int64_t c = 0; c < visible; c += W) {
-            const fbatch p = kernels::exp2<Arch>((fbatch::load_aligned(s_row + c) - shift) * log2e);
+            const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
             sum += p;
             apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold, t.dropout_keep)
                 .store_aligned(s_row + c);
@@ -397,6 +399,10 @@ void write_rows(const attention_tile &t, float *o, int64_t dv_pad, const float *
         for (; c < t.dim_v; ++c) dst[c] = empty ? 0.0f : o_row[c] * inv.get(0);
         if (t.out_type != ATTN_DTYPE_F32) narrow_row<Arch>(o_row, t.dim_v, out_row, t.out_type);
         t.lse[r] = empty ? -std::numeric_limits<float>::infinity() : m[r] + __builtin_logf(l[r]);
+        if (t.row_max) {
+            t.row_max[r] = empty ? -std::numeric_limits<float>::infinity() : m[r];
+            t.row_sum[r] = l[r];
+        }
     }
 }
 

@@ -77,6 +77,42 @@ struct attention_tile {
     attn_dtype out_type;
     int64_t out_ld;
     float *lse;             // rows floats
+    // Optional (internal callers): the row max m and the sum l of e^(S - m) over the visible
+    // keys, so a backward can form P = e^(S - m) / l without the rounding of lse = m + log l.
+    float *row_max;
+    float *row_sum;
+};
+
+// The fused backward (attention_backward.hpp): one key tile of one (batch, kv head) against the
+// query rows [row_begin, row_end) of one query head; query row i is row i of q, dout, dq and of
+// the per-row statistics (all relative to the head). With qs = scale Q,
+//   S = qs K^T + mask, P = e^(S - m_i) inv_l_i, dP = (dO V^T) z, dS = P (dP - delta_i),
+//   dV += (P z)^T dO,  dK += dS^T qs,  dq += dS K  (dq is unscaled: the caller multiplies by
+//   scale once after the last key tile).
+// Key j of the tile is visible to query i when j <= i + causal_offset (and j < key0 + keys).
+struct attention_backward_tile {
+    int64_t dim_qk, dim_v;
+    float scale;
+    const float *k, *v;     // key row key0 + c at k + c * k_ld, c < keys
+    int64_t k_ld, v_ld;
+    int64_t key0, keys;     // keys <= backward block bk
+    bool first_head;        // pack K and V, zero the dK, dV accumulators
+    bool last_head;         // write dK, dV rows c < keys
+    float *dk, *dv;         // row c at dk + c * dk_ld
+    int64_t dk_ld, dv_ld;
+    const float *q, *dout;  // row i at q + i * q_ld
+    int64_t q_ld, dout_ld;
+    float *dq;              // row i at dq + i * dq_ld, accumulated
+    int64_t dq_ld;
+    const float *row_max, *row_inv_sum, *row_delta;  // m_i (-inf: no gradient), 1/l_i, delta_i
+    int64_t row_begin, row_end;
+    int64_t causal_offset;
+    const float *mask;      // row i at mask + i * mask_ld, key key0 + c at [key0 + c]
+    int64_t mask_ld;
+    const uint32_t *dropout_keys;  // per query row; null: no dropout
+    uint32_t dropout_threshold;
+    float dropout_keep;
+    float *scratch;         // attention_backward_scratch_floats floats, 64-byte aligned
 };
 
 }  // namespace attn::kernels

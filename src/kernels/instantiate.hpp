@@ -6,6 +6,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_backward.hpp"
 #include "kernels/attention_decode.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/elements.hpp"
@@ -49,6 +50,10 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.attention_forward_tile = &attention_forward_tile<Arch>;
     t.attention_decode_tile = &attention_decode_tile<Arch>;
     t.attention_weights_tile = &attention_weights_tile<Arch>;
+    t.attention_backward_bk = static_cast<int>(backward_bk);
+    t.attention_backward_br = static_cast<int>(backward_br);
+    t.attention_backward_scratch_floats = &attention_backward_scratch_floats<Arch>;
+    t.attention_backward_tile = &attention_backward_tile<Arch>;
     t.attention_merge_rows = &attention_merge_rows<Arch>;
     t.narrow_row = &narrow_row<Arch>;
     return t;

@@ -73,6 +73,10 @@ struct kernel_table {
     void (*attention_forward_tile_bf16)(const struct attention_tile &tile);
     void (*attention_weights_tile_bf16)(const struct attention_tile &tile, float *weights,
                                         int64_t weights_ld, bool after_forward);
+    // Fused backward (attention_backward.hpp): one key tile against one head's query rows.
+    int attention_backward_bk, attention_backward_br;  // keys per tile, query rows per step
+    int64_t (*attention_backward_scratch_floats)(int64_t dim_qk, int64_t dim_v);
+    void (*attention_backward_tile)(const struct attention_backward_tile &tile);
     // dst[0 .. n) of type t = src rounded once (attn_convert's rules).
     void (*narrow_row)(const float *src, int64_t n, void *dst, attn_dtype t);
     void (*attention_merge_rows)(int64_t parts, int64_t first, int64_t rows, int64_t dim_v,

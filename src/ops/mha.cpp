@@ -1,7 +1,8 @@
 // Multi-head attention on the library's fast pieces: the projections are ops::gemm
 // (x W^T, W in nn.Linear [out, in] layout), the attention is the fused ops::sdpa reading the
 // projections in place through BSHD strides ([batch, len, heads*head_dim]: no transposes),
-// the backward is ops::gemm around ops::sdpa_backward.
+// the backward is ops::gemm around the fused ops::sdpa_backward, given the forward's row
+// statistics (max and sum, not only lse).
 //
 //   Q = x_q W_q^T + b_q    [batch*len_q,  heads*head_dim]
 //   K = x_kv W_k^T + b_k   [batch*len_kv, heads_kv*head_dim], V likewise
@@ -62,14 +63,14 @@ struct projections {
 
 // Q, K, V projections and the attention C; lse [batch, heads, len_q] when given.
 void attend(const exec &ex, const attn_mha_desc &d, const float *x_q, const float *x_kv,
-            projections &p, float *lse) {
+            projections &p, float *lse, const row_stats *stats = nullptr) {
     const int64_t wq = d.heads * d.head_dim, wkv = d.heads_kv * d.head_dim;
     linear(ex, x_q, d.batch * d.len_q, d.d_model, d.w_q, d.b_q, wq, p.q.data());
     linear(ex, x_kv, d.batch * d.len_kv, d.d_model, d.w_k, d.b_k, wkv, p.k.data());
     linear(ex, x_kv, d.batch * d.len_kv, d.d_model, d.w_v, d.b_v, wkv, p.v.data());
     attn_sdpa_desc s = ref::mha_attention_desc(d);
     s.lse = lse;
-    sdpa(ex, s, p.q.data(), p.k.data(), p.v.data(), p.context.data());
+    sdpa(ex, s, p.q.data(), p.k.data(), p.v.data(), p.context.data(), stats);
 }
 
 void copy_out(const floats &from, float *to) {
@@ -105,6 +106,9 @@ void mha_backward(const exec &ex, const attn_mha_desc &d, const float *x_q, cons
 
     projections p(d);
     floats lse(size_t(d.batch * d.heads * d.len_q));
+    // the forward's row max and sum, so the backward's P carries no rounding of lse
+    floats row_max(lse.size()), row_sum(lse.size());
+    const row_stats stats{row_max.data(), row_sum.data()};
     floats dcontext(size_t(rows_q * wq)), dq(size_t(rows_q * wq));
     floats dk(size_t(rows_kv * wkv)), dv(size_t(rows_kv * wkv));
     floats dw_o(g.dw_o ? size_t(dm * wq) : 0), db_o(g.db_o ? size_t(dm) : 0);
@@ -113,7 +117,7 @@ void mha_backward(const exec &ex, const attn_mha_desc &d, const float *x_q, cons
     floats dw_v(g.dw_v ? size_t(wkv * dm) : 0), db_v(g.db_v ? size_t(wkv) : 0);
     floats dxq(dx_q ? size_t(rows_q * dm) : 0), dxkv(dx_kv ? size_t(rows_kv * dm) : 0);
 
-    attend(ex, d, x_q, x_kv, p, lse.data());
+    attend(ex, d, x_q, x_kv, p, lse.data(), &stats);
 
     // Output projection: dC = dy W_o, dW_o = dy^T C, db_o = column sums of dy.
     gemm(ex, ATTN_NO_TRANS, ATTN_NO_TRANS, rows_q, wq, dm, 1.0f, dy, dm, d.w_o, wq, 0.0f,
@@ -125,7 +129,7 @@ void mha_backward(const exec &ex, const attn_mha_desc &d, const float *x_q, cons
 
     // Attention: dQ, dK, dV from dC.
     sdpa_backward(ex, ref::mha_attention_desc(d), p.q.data(), p.k.data(), p.v.data(), p.context.data(),
-                  dcontext.data(), lse.data(), dq.data(), dk.data(), dv.data());
+                  dcontext.data(), lse.data(), dq.data(), dk.data(), dv.data(), &stats);
 
     // Input projections: dW = dProj^T x, db = column sums of dProj.
     if (g.dw_q)

@@ -46,13 +46,29 @@ void gemm_typed(const exec &ex, attn_trans trans_a, attn_trans trans_b, int64_t 
 void softmax(const exec &ex, int64_t rows, int64_t cols, float scale, const float *x,
              int64_t ldx, float *y, int64_t ldy);
 
-// q, k, v, out are arrays of d.q_type, d.kv_type, d.kv_type, d.out_type.
-void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
-          void *out);
+// Per query row (dense [batch, heads_q, len_q]) of a forward: the max m of the visible scores
+// (-inf: none) and the sum l of e^(s - m). The backward forms P = e^(S - m) / l from them,
+// exact to rounding where e^(S - lse) would carry lse's rounding (|S| large) into every P.
+struct row_stats {
+    float *max;
+    float *sum;
+};
 
+// q, k, v, out are arrays of d.q_type, d.kv_type, d.kv_type, d.out_type. stats (internal
+// callers): filled when given (on the split-key path with m = lse, l = 1).
+void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
+          void *out, const row_stats *stats = nullptr);
+
+// The fused backward (sdpa_backward.cpp). Statistics: stats when given, else lse (m = lse,
+// l = 1), else recomputed by a forward pass.
 void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
                    const float *v, const float *out, const float *dout, const float *lse,
-                   float *dq, float *dk, float *dv);
+                   float *dq, float *dk, float *dv, const row_stats *stats = nullptr);
+
+// The composed backward (GEMM, exp, GEMM), for comparison (ops/backward_switch.hpp).
+void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float *q,
+                            const float *k, const float *v, const float *out, const float *dout,
+                            const float *lse, float *dq, float *dk, float *dv);
 
 void mha_forward(const exec &ex, const attn_mha_desc &d, const float *x_q, const float *x_kv,
                  float *y);

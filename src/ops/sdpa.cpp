@@ -152,7 +152,7 @@ void weights_tile(const kernels::kernel_table &kt, bool pairs, const kernels::at
 }  // namespace
 
 void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
-          void *out) {
+          void *out, const row_stats *stats) {
     const kernels::kernel_table *kt = simd_kernels(ex);
     if (!kt) {
         ref::sdpa_typed(d, q, k, v, out);
@@ -189,7 +189,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         packed_heads = std::make_unique<aligned_floats>(
             size_t(d.batch * d.heads_kv * packed_head_floats));
     // Final lse of every row, when the caller gives none but a later phase needs it.
-    std::vector<float> lse_rows(!d.lse && (split || d.weights) ? plan.rows_total : 0);
+    std::vector<float> lse_rows(!d.lse && (split || d.weights || stats) ? plan.rows_total : 0);
     float *lse_all = d.lse ? d.lse : (lse_rows.empty() ? nullptr : lse_rows.data());
     // Split keys: chunk c's normalised rows [rows_total x dim_v] and lse [rows_total].
     std::vector<float> part_out(split ? plan.chunks * plan.rows_total * d.dim_v : 0);
@@ -313,6 +313,10 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
                 t.out = element_at(out, d.out_type, b * d.out.batch + h * d.out.head + i0 * d.out.seq);
                 t.out_ld = row_ld_out;
                 t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
+                if (stats) {
+                    t.row_max = stats->max + row0;
+                    t.row_sum = stats->sum + row0;
+                }
                 if (pair + 1 < last && plan.head_rows == 1) {
                     const int64_t next_h = hk * plan.group + (pair + 1) / plan.q_tiles;
                     const int64_t next_i0 = ((pair + 1) % plan.q_tiles) * plan.br;
@@ -387,6 +391,13 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
                 kt->narrow_row(block + r * d.dim_v, d.dim_v,
                                element_at(out, d.out_type, out_at + r * d.out.seq), d.out_type);
     });
+
+    // ---- statistics of merged rows: m = lse, l = 1 ----
+    if (stats)
+        for (int64_t r = 0; r < plan.rows_total; ++r) {
+            stats->max[r] = lse_all[r];
+            stats->sum[r] = 1.0f;
+        }
 
     // ---- weights from the merged lse ----
     if (!d.weights) return;

@@ -1,22 +1,26 @@
-// The backward of scaled dot-product attention on the SIMD path, composed from the GEMM
-// (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
-// in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
-//   S   = scale Q_blk K^T (+ mask), hidden keys -> P = 0
-//   P   = exp(S - lse)                              lse from the forward, or recomputed
-//   dPz = (dO_blk V^T) * z                          z = dropout factors (1 without dropout)
-//   D_i = sum_j P_ij dPz_ij
-//   dS  = P * (dPz - D)
-//   dV += (P * z)^T dO_blk,  dK += scale dS^T Q_blk,  dQ_blk = scale dS K
-// as the reference (src/ref/sdpa_backward.cpp). dK and dV of a head are accumulated by one
-// task in a fixed order, and the GEMM's results do not depend on its thread count: the
-// gradients are the same for every thread count. They go to scratch first and are copied
-// out at the end, so a failed allocation leaves dq, dk, dv untouched.
-#include <cmath>
+// The fused backward of scaled dot-product attention on the SIMD path (FlashAttention-2's
+// algorithm; the tile kernel is kernels/attention_backward.hpp).
+//   1. per query row: the forward's statistics m, 1/l (given, from lse, or recomputed by the
+//      forward kernel with its output discarded), delta = rowsum(dO o O), the dropout key;
+//   2. tasks over (batch, kv head, key chunk): each key tile of the chunk keeps its dK, dV in
+//      the scratch while the query rows of every query head of the group stream past, in head
+//      order (GQA sums in a fixed order), and writes them once; dS K is accumulated into the
+//      chunk's dQ (chunk 0: dq itself; others: dense partials), key tile after key tile;
+//   3. dq = scale (dq + partial_1 + ... ), in chunk order; rows without gradient are zeros.
+// The chunks depend on the shape only, and every sum has a fixed order: the gradients are the
+// same bits for every thread count. S and dP exist only as br x bk tiles: memory beyond the
+// inputs and outputs is O(rows) plus the partials, which are capped (none when the heads alone
+// give enough tasks). Every buffer is allocated before an output is written.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/attention_args.hpp"
 #include "kernels/kernels.hpp"
+#include "ops/backward_switch.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
 #include "ops/sdpa_masking.hpp"
@@ -26,151 +30,217 @@
 namespace attn::ops {
 namespace {
 
-constexpr int64_t block_rows = 64;
 const float neg_inf = -std::numeric_limits<float>::infinity();
+// Key chunks per head are added until (batch x kv heads x chunks) reaches this many tasks,
+// while the dQ partials they need stay within max_partial_floats (32 MB).
+constexpr int64_t target_tasks = 8;
+constexpr int64_t max_partial_floats = int64_t(8) << 20;
 
-// Copies rows [batch, heads, len, dim] from dense scratch into a strided tensor.
-void copy_rows(const exec &ex, const float *from, float *to, const attn_layout &l, int64_t batch,
-               int64_t heads, int64_t len, int64_t dim) {
-    parallel_for(ex, batch * heads, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t bh = begin; bh < end; ++bh) {
-            const int64_t b = bh / heads, h = bh % heads;
-            for (int64_t j = 0; j < len; ++j)
-                std::memcpy(to + b * l.batch + h * l.head + j * l.seq,
-                            from + (bh * len + j) * dim, sizeof(float) * size_t(dim));
-        }
-    });
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::atomic<int> &composed_flag() {
+    static std::atomic<int> flag{[] {
+        const char *e = std::getenv("ATTN_BACKWARD_COMPOSED");
+        return e && e[0] == '1' ? 1 : 0;
+    }()};
+    return flag;
 }
 
 }  // namespace
 
+void set_backward_composed(bool composed) { composed_flag().store(composed ? 1 : 0); }
+bool backward_composed() { return composed_flag().load() != 0; }
+
 void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
                    const float *v, const float *out, const float *dout, const float *lse,
-                   float *dq, float *dk, float *dv) {
-    // out is not needed: D is formed from P and dP, as in the reference.
+                   float *dq, float *dk, float *dv, const row_stats *stats) {
     const kernels::kernel_table *kt = simd_kernels(ex);
     if (!kt) {
         ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
-    const int64_t group = d.heads_q / d.heads_kv, len_kv = d.len_kv;
+    if (backward_composed()) {
+        sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
+        return;
+    }
+    const int64_t bk = kt->attention_backward_bk;
+    const int64_t group = d.heads_q / d.heads_kv;
     const int64_t offset = causal_offset(d);
     const bool dropout = d.dropout_p > 0.0f;
-    const uint32_t threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
-    const float keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
+    const int64_t rows_total = d.batch * d.heads_q * d.len_q;
+    const int64_t key_tiles = ceil_div(d.len_kv, bk);
+    const int64_t heads = d.batch * d.heads_kv;
+    const int64_t dq_floats = rows_total * d.dim_qk;
+    int64_t chunks = std::min(key_tiles, ceil_div(target_tasks, heads));
+    if (chunks > 1 && (chunks - 1) * dq_floats > max_partial_floats)
+        chunks = std::max<int64_t>(1, 1 + max_partial_floats / dq_floats);
+    const int64_t chunk_tiles = ceil_div(key_tiles, chunks);
+    chunks = ceil_div(key_tiles, chunk_tiles);
 
     // ---- scratch, all before any output is written ----
     const int slots = worker_slots(ex);
-    const int64_t slot_floats = 2 * block_rows * len_kv;
-    std::vector<float> slot_scratch(size_t(slot_floats * slots));
-    std::vector<float> dq_all(size_t(d.batch * d.heads_q * d.len_q * d.dim_qk), 0.0f);
-    std::vector<float> dk_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_qk), 0.0f);
-    std::vector<float> dv_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_v), 0.0f);
-    // With at least as many heads as threads, the heads run in parallel and each GEMM on its
-    // head's thread; with fewer, the heads run one after the other and each GEMM uses every
-    // thread. Either way every GEMM computes the same bits.
-    const int64_t heads = d.batch * d.heads_kv;
-    const bool across_heads = heads >= slots;
-    exec serial = ex;
-    serial.arena = nullptr;
-    serial.num_threads = 1;
-    const exec &inner = across_heads ? serial : ex;
+    const int64_t slot_floats =
+        ceil_div(kt->attention_backward_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
+    aligned_floats scratch(size_t(slot_floats * slots));
+    const size_t n_rows = static_cast<size_t>(rows_total);
+    std::vector<float> row_max(n_rows), row_inv(n_rows), row_delta(n_rows);
+    std::vector<uint32_t> row_keys(dropout ? size_t(rows_total) : 0);
+    std::vector<float> partials(size_t((chunks - 1) * dq_floats), 0.0f);
+    // Recomputed statistics: the forward kernel per query tile, its output into the scratch.
+    const bool recompute = !stats && !lse;
+    const int64_t br_f = kt->attention_br;
+    const int64_t fwd_floats = ceil_div(kt->attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
+    std::unique_ptr<aligned_floats> fwd_scratch;
+    std::vector<float> fwd_out(recompute ? size_t(slots * br_f * d.dim_v) : 0),
+        fwd_lse(recompute ? size_t(slots * br_f) : 0), fwd_sum(recompute ? size_t(rows_total) : 0);
+    if (recompute) fwd_scratch = std::make_unique<aligned_floats>(size_t(fwd_floats * slots));
 
-    auto head_backward = [&](int64_t head, int slot) {
+    // ---- 1. per-row statistics, delta, dropout keys ----
+    if (recompute) {
+        const int64_t q_tiles = ceil_div(d.len_q, br_f);
+        parallel_tasks(ex, d.batch * d.heads_q * q_tiles, [&](int64_t task) {
+            const int64_t bh = task / q_tiles, i0 = (task % q_tiles) * br_f;
+            const int64_t b = bh / d.heads_q, h = bh % d.heads_q, hk = h / group;
+            const int s = worker_slot(ex);
+            kernels::attention_tile t{};
+            t.rows = std::min(br_f, d.len_q - i0);
+            t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
+            t.q_type = t.k_type = t.v_type = t.out_type = ATTN_DTYPE_F32;
+            t.q_ld = d.q.seq;
+            t.dim_qk = d.dim_qk;
+            t.dim_v = d.dim_v;
+            t.scale = d.scale;
+            t.k = k + b * d.k.batch + hk * d.k.head;
+            t.k_ld = d.k.seq;
+            t.len_kv = d.len_kv;
+            t.v = v + b * d.v.batch + hk * d.v.head;
+            t.v_ld = d.v.seq;
+            int64_t key_end = keys_in_batch(d, b);
+            const int64_t last_visible = i0 + t.rows + offset;
+            if (last_visible < key_end) key_end = last_visible < 0 ? 0 : last_visible;
+            t.key_end = key_end;
+            t.first_row = i0;
+            t.causal_offset = offset;
+            if (d.mask) {
+                t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
+                         i0 * d.mask_strides.seq;
+                t.mask_ld = d.mask_strides.seq;
+            }
+            t.scratch = fwd_scratch->get() + s * fwd_floats;
+            t.out = fwd_out.data() + s * br_f * d.dim_v;
+            t.out_ld = d.dim_v;
+            t.lse = fwd_lse.data() + s * br_f;
+            t.row_max = row_max.data() + bh * d.len_q + i0;
+            t.row_sum = fwd_sum.data() + bh * d.len_q + i0;
+            kt->attention_forward_tile(t);
+        });
+    }
+    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+            const int64_t i = row % d.len_q, bh = row / d.len_q;
+            const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
+            float m, l;
+            if (stats) m = stats->max[row], l = stats->sum[row];
+            else if (lse) m = lse[row], l = 1.0f;
+            else m = row_max[size_t(row)], l = fwd_sum[size_t(row)];
+            if (l == 0.0f) m = neg_inf;
+            row_max[size_t(row)] = m;
+            row_inv[size_t(row)] = 1.0f / l;
+            // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
+            const float *o = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
+            const float *g = dout + b * d.out.batch + h * d.out.head + i * d.out.seq;
+            float delta = 0.0f;
+            if (m != neg_inf)
+                for (int64_t c = 0; c < d.dim_v; ++c) delta += g[c] * o[c];
+            row_delta[size_t(row)] = delta;
+            if (dropout) row_keys[size_t(row)] = dropout::row_key(d.dropout_seed, b, h, i);
+        }
+    });
+
+    // ---- 2. key tiles; dq (chunk 0) starts from zero ----
+    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+            const int64_t i = row % d.len_q, bh = row / d.len_q;
+            float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
+            std::memset(dst, 0, sizeof(float) * size_t(d.dim_qk));
+        }
+    });
+    parallel_tasks(ex, heads * chunks, [&](int64_t task) {
+        const int64_t head = task / chunks, chunk = task % chunks;
         const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
-        float *p = slot_scratch.data() + slot * slot_floats;  // S, then P, then P z
-        float *dp = p + block_rows * len_kv;                              // dP z, then dS
-        const float *k_head = k + b * d.k.batch + hk * d.k.head;
-        const float *v_head = v + b * d.v.batch + hk * d.v.head;
-        float *dk_head = dk_all.data() + head * len_kv * d.dim_qk;
-        float *dv_head = dv_all.data() + head * len_kv * d.dim_v;
         const int64_t keys_b = keys_in_batch(d, b);
-
-        for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-            for (int64_t i0 = 0; i0 < d.len_q; i0 += block_rows) {
-                const int64_t rows = d.len_q - i0 < block_rows ? d.len_q - i0 : block_rows;
-                // Keys past the batch's length or the block's last causal limit are skipped.
-                int64_t keys = keys_b;
-                const int64_t causal_end = i0 + rows + offset;
-                if (causal_end < keys) keys = causal_end < 0 ? 0 : causal_end;
-                if (keys == 0) continue;
-                const float *q_blk = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
-                const float *do_blk = dout + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
-                const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
-
-                // S = scale Q K^T; dP = dO V^T
-                gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_qk, d.scale, q_blk,
-                     d.q.seq, k_head, d.k.seq, 0.0f, p, len_kv);
-                gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_v, 1.0f, do_blk,
-                     d.out.seq, v_head, d.v.seq, 0.0f, dp, len_kv);
-
-                for (int64_t r = 0; r < rows; ++r) {
-                    const int64_t i = i0 + r;
-                    float *p_row = p + r * len_kv, *dp_row = dp + r * len_kv;
-                    int64_t visible = i + offset + 1 < keys ? i + offset + 1 : keys;
-                    if (visible < 0) visible = 0;
-                    const float *mask_row = d.mask ? d.mask + b * d.mask_strides.batch +
-                                                         h * d.mask_strides.head +
-                                                         i * d.mask_strides.seq
-                                                   : nullptr;
-                    if (mask_row)
-                        for (int64_t j = 0; j < visible; ++j) p_row[j] += mask_row[j];
-                    for (int64_t j = visible; j < keys; ++j) p_row[j] = neg_inf;
-                    // fully masked (no finite score): no gradient flows, as in the reference
-                    float m = neg_inf;
-                    for (int64_t j = 0; j < visible; ++j) m = p_row[j] > m ? p_row[j] : m;
-                    if (m == neg_inf) {
-                        std::memset(p_row, 0, sizeof(float) * size_t(keys));
-                        std::memset(dp_row, 0, sizeof(float) * size_t(keys));
-                        continue;
-                    }
-                    // the row's lse: the forward's, or log sum exp recomputed
-                    float row_lse = lse ? lse[row0 + r] : 0.0f;
-                    if (!lse) {
-                        float sum = 0.0f;
-                        for (int64_t j = 0; j < visible; ++j) sum += std::exp(p_row[j] - m);
-                        row_lse = m + std::log(sum);
-                    }
-                    // P = exp(S - lse)
-                    for (int64_t j = 0; j < keys; ++j) p_row[j] -= row_lse;
-                    kt->exp_array(p_row, p_row, keys);
-                    // a hidden key's dO . V (NaN if its V row is) must not reach D
-                    for (int64_t j = visible; j < keys; ++j) dp_row[j] = 0.0f;
-                    // dPz = dP z, D = sum P dPz, dS = P (dPz - D), then P z for dV
-                    if (dropout) {
-                        const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
-                        for (int64_t j = 0; j < keys; ++j)
-                            dp_row[j] *= dropout::dropped(key, j, threshold) ? 0.0f : keep;
-                    }
-                    float big_d = 0.0f;
-                    for (int64_t j = 0; j < keys; ++j) big_d += p_row[j] * dp_row[j];
-                    for (int64_t j = 0; j < keys; ++j) dp_row[j] = p_row[j] * (dp_row[j] - big_d);
-                    if (dropout) {
-                        const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
-                        for (int64_t j = 0; j < keys; ++j)
-                            p_row[j] *= dropout::dropped(key, j, threshold) ? 0.0f : keep;
-                    }
+        kernels::attention_backward_tile t{};
+        t.dim_qk = d.dim_qk;
+        t.dim_v = d.dim_v;
+        t.scale = d.scale;
+        t.k_ld = d.k.seq;
+        t.v_ld = d.v.seq;
+        t.dk_ld = d.k.seq;
+        t.dv_ld = d.v.seq;
+        t.q_ld = d.q.seq;
+        t.dout_ld = d.out.seq;
+        t.causal_offset = offset;
+        t.mask_ld = d.mask_strides.seq;
+        t.dropout_threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
+        t.dropout_keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
+        t.scratch = scratch.get() + worker_slot(ex) * slot_floats;
+        const int64_t tile_end = std::min(key_tiles, (chunk + 1) * chunk_tiles);
+        for (int64_t kt_i = chunk * chunk_tiles; kt_i < tile_end; ++kt_i) {
+            const int64_t key0 = kt_i * bk;
+            const int64_t tile_keys = std::min(bk, d.len_kv - key0);
+            t.key0 = key0;
+            t.keys = std::max<int64_t>(0, std::min(tile_keys, keys_b - key0));
+            t.k = k + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
+            t.v = v + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
+            t.dk = dk + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
+            t.dv = dv + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
+            // keys past the batch's length get no gradient
+            for (int64_t c = t.keys; c < tile_keys; ++c) {
+                std::memset(t.dk + c * d.k.seq, 0, sizeof(float) * size_t(d.dim_qk));
+                std::memset(t.dv + c * d.v.seq, 0, sizeof(float) * size_t(d.dim_v));
+            }
+            if (t.keys == 0) continue;
+            // queries before key0 - offset see none of the tile's keys
+            const int64_t row_begin = std::clamp<int64_t>(key0 - offset, 0, d.len_q);
+            for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+                const int64_t bh = b * d.heads_q + h;
+                t.first_head = h == hk * group;
+                t.last_head = h == (hk + 1) * group - 1;
+                t.q = q + b * d.q.batch + h * d.q.head;
+                t.dout = dout + b * d.out.batch + h * d.out.head;
+                if (chunk == 0) {
+                    t.dq = dq + b * d.q.batch + h * d.q.head;
+                    t.dq_ld = d.q.seq;
+                } else {
+                    t.dq = partials.data() + (chunk - 1) * dq_floats + bh * d.len_q * d.dim_qk;
+                    t.dq_ld = d.dim_qk;
                 }
-
-                // dV += (P z)^T dO; dK += scale dS^T Q; dQ = scale dS K
-                gemm(inner, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_v, rows, 1.0f, p, len_kv,
-                     do_blk, d.out.seq, 1.0f, dv_head, d.dim_v);
-                gemm(inner, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_qk, rows, d.scale, dp, len_kv,
-                     q_blk, d.q.seq, 1.0f, dk_head, d.dim_qk);
-                gemm(inner, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, d.dim_qk, keys, d.scale, dp,
-                     len_kv, k_head, d.k.seq, 0.0f, dq_all.data() + row0 * d.dim_qk, d.dim_qk);
+                t.row_max = row_max.data() + bh * d.len_q;
+                t.row_inv_sum = row_inv.data() + bh * d.len_q;
+                t.row_delta = row_delta.data() + bh * d.len_q;
+                t.dropout_keys = dropout ? row_keys.data() + bh * d.len_q : nullptr;
+                t.mask = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head
+                                : nullptr;
+                t.row_begin = row_begin;
+                t.row_end = d.len_q;
+                kt->attention_backward_tile(t);
             }
         }
-    };
-    if (across_heads)
-        parallel_tasks(ex, heads, [&](int64_t head) { head_backward(head, worker_slot(ex)); });
-    else
-        for (int64_t head = 0; head < heads; ++head) head_backward(head, 0);
+    });
 
-    // Every gradient is complete: only now are dq, dk, dv written.
-    copy_rows(ex, dq_all.data(), dq, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
-    copy_rows(ex, dk_all.data(), dk, d.k, d.batch, d.heads_kv, len_kv, d.dim_qk);
-    copy_rows(ex, dv_all.data(), dv, d.v, d.batch, d.heads_kv, len_kv, d.dim_v);
+    // ---- 3. dq = scale * (sum of the chunks, in order) ----
+    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+            const int64_t i = row % d.len_q, bh = row / d.len_q;
+            float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
+            const bool none = row_max[size_t(row)] == neg_inf;
+            for (int64_t c = 0; c < d.dim_qk; ++c) {
+                float sum = dst[c];
+                for (int64_t p = 1; p < chunks; ++p) sum += partials[size_t((p - 1) * dq_floats + row * d.dim_qk + c)];
+                dst[c] = none ? 0.0f : d.scale * sum;
+            }
+        }
+    });
 }
 
 }  // namespace attn::ops

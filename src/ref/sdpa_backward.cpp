@@ -54,11 +54,12 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
 
                 const float m = sdpa_row::scores(d, q, k, b, h, i, p.data());
                 if (m == sdpa_row::neg_inf) continue;  // fully masked: no gradient flows
-                // P_j = exp(s_j - lse) from the forward's lse, or the softmax recomputed.
-                if (lse)
-                    for (int64_t j = 0; j < d.len_kv; ++j) p[j] = std::exp(p[j] - lse[row]);
-                else
-                    sdpa_row::softmax_in_place(p.data(), d.len_kv, m);
+                // P = the softmax recomputed, e^(s_j - m) / sum, whether or not the forward's
+                // lse is given: e^(s_j - lse) would carry lse's rounding (ulp(|lse|), large when
+                // the scores are) into every weight of the row. A row the forward saw as fully
+                // masked (lse -inf) has no gradient.
+                if (lse && lse[row] == sdpa_row::neg_inf) continue;
+                sdpa_row::softmax_in_place(p.data(), d.len_kv, m);
                 sdpa_row::dropout_factors(d, b, h, i, z.data());
 
                 // dV_j += (P_j z_j) dO_i;  dP_j = z_j (dO_i . V_j);  D = sum_j P_j dP_j

@@ -1,0 +1,346 @@
+// The fused backward of attention (FlashAttention-2's algorithm), templated on the xsimd Arch.
+//
+// One call handles one key tile (at most bk keys) of one (batch, kv head) against the query
+// rows of one query head, in steps of br rows. Per step, with qs = scale Q (the forward's
+// operand, so S has the forward's bits) and the row statistics m, 1/l of the forward:
+//   S   = qs K^T (+ mask)                 score_block on K packed in panels, as the forward
+//   dP  = dO V^T                          the same micro-kernel on V packed in panels
+//   P   = e^(S - m) / l                   0 for hidden keys and rows without gradient
+//   dS  = P (dP z - delta)                delta = rowsum(dO o O) = sum_j P_j z_j dP_j
+//   dV += (P z)^T dO,  dK += dS^T qs      register blocks over keys x dim, queries summed
+//   dq += dS K                            register blocks over queries x dim, keys summed
+// Only the br x bk tiles of S and dP are stored; dK, dV of the key tile stay in the scratch
+// (L1/L2) while the query rows stream past. Near the causal diagonal every product is cut per
+// row (query or key) so that a key hidden from a query row is never read for it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/attention.hpp"
+#include "kernels/attention_args.hpp"
+#include "kernels/attention_micro.hpp"
+#include "kernels/vec_math.hpp"
+
+namespace attn::kernels {
+
+// Keys per tile (a multiple of every ISA's K panel) and query rows per step.
+inline constexpr int64_t backward_bk = 128;
+inline constexpr int64_t backward_br = 72;
+
+namespace backward_detail {
+using attention_detail::lanes;
+using attention_detail::panel_keys;
+using attention_detail::round_up;
+
+template <class Arch>
+struct scratch_layout {
+    int64_t dk_pad, dv_pad;
+    int64_t k_panels, v_panels, k_rows, dk_acc, dv_acc, q_tile, do_tile, dq_tile, p, ds,
+        score_max, total;
+    scratch_layout(int64_t dim_qk, int64_t dim_v) {
+        dk_pad = round_up(dim_qk, lanes<Arch>);
+        dv_pad = round_up(dim_v, lanes<Arch>);
+        int64_t at = 0;
+        auto take = [&at](int64_t floats) {
+            const int64_t here = at;
+            at += round_up(floats, 16);
+            return here;
+        };
+        k_panels = take(backward_bk * dim_qk);
+        v_panels = take(backward_bk * dim_v);
+        k_rows = take(backward_bk * dk_pad);
+        dk_acc = take(backward_bk * dk_pad);
+        dv_acc = take(backward_bk * dv_pad);
+        q_tile = take(backward_br * dk_pad);
+        do_tile = take(backward_br * dv_pad);
+        dq_tile = take(backward_br * dk_pad);
+        p = take(backward_br * backward_bk);
+        ds = take(backward_br * backward_bk);
+        score_max = take(backward_br * lanes<Arch>);
+        total = at;
+    }
+};
+
+// c[Rows x N vectors] += sum_{x < count} A(r, x) b[x * ldb + n W ...], A(r, x) = a[r * a_rs +
+// x * a_xs]: the register block of the three gradient products. a_rs = 1 reads A transposed
+// (P^T, dS^T from their row-major tiles) with no copy: a broadcast costs the same from any
+// address.
+template <class Arch, int Rows, int N>
+inline void acc_block(const float *a, int64_t a_rs, int64_t a_xs, int64_t count, const float *b,
+                      int64_t ldb, float *c, int64_t ldc) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    fbatch acc[Rows][N];
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) acc[r][n] = fbatch::load_aligned(c + r * ldc + n * W);
+    for (int64_t x = 0; x < count; ++x) {
+        fbatch b_vec[N];
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) b_vec[n] = fbatch::load_aligned(b + x * ldb + n * W);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const fbatch a_val(a[r * a_rs + x * a_xs]);
+#pragma GCC unroll 8
+            for (int n = 0; n < N; ++n) acc[r][n] = xsimd::fma(a_val, b_vec[n], acc[r][n]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) acc[r][n].store_aligned(c + r * ldc + n * W);
+}
+
+template <class Arch, int Rows, int N>
+inline void acc_block_vectors(int vectors, const float *a, int64_t a_rs, int64_t a_xs,
+                              int64_t count, const float *b, int64_t ldb, float *c, int64_t ldc) {
+    if constexpr (N == 1) {
+        acc_block<Arch, Rows, 1>(a, a_rs, a_xs, count, b, ldb, c, ldc);
+    } else {
+        if (vectors == N) return acc_block<Arch, Rows, N>(a, a_rs, a_xs, count, b, ldb, c, ldc);
+        acc_block_vectors<Arch, Rows, N - 1>(vectors, a, a_rs, a_xs, count, b, ldb, c, ldc);
+    }
+}
+
+template <class Arch, int Rows>
+inline void acc_block_any(int rows, int vectors, const float *a, int64_t a_rs, int64_t a_xs,
+                          int64_t count, const float *b, int64_t ldb, float *c, int64_t ldc) {
+    constexpr int nv = attention_blocking<Arch>::nv;
+    if (count <= 0) return;
+    if constexpr (Rows == 1) {
+        acc_block_vectors<Arch, 1, nv>(vectors, a, a_rs, a_xs, count, b, ldb, c, ldc);
+    } else {
+        if (rows == Rows)
+            return acc_block_vectors<Arch, Rows, nv>(vectors, a, a_rs, a_xs, count, b, ldb, c,
+                                                     ldc);
+        acc_block_any<Arch, Rows - 1>(rows, vectors, a, a_rs, a_xs, count, b, ldb, c, ldc);
+    }
+}
+
+// dst rows [rows x dim] (ld dst_ld, zero padded to pad) = factor * src rows (ld src_ld);
+// rows past `rows` up to `all` are zero.
+template <class Arch>
+void copy_padded(const float *src, int64_t src_ld, int64_t rows, int64_t all, int64_t dim,
+                 float factor, float *dst, int64_t pad) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const fbatch f(factor);
+    for (int64_t r = 0; r < all; ++r) {
+        float *d = dst + r * pad;
+        int64_t c = 0;
+        if (r < rows) {
+            const float *s = src + r * src_ld;
+            for (; c + W <= dim; c += W) (fbatch::load_unaligned(s + c) * f).store_aligned(d + c);
+            for (; c < dim; ++c) d[c] = factor * s[c];
+        }
+        for (; c < pad; ++c) d[c] = 0.0f;
+    }
+}
+
+// dst rows (ld dst_ld) = the first dim floats of src rows (ld pad).
+template <class Arch>
+void copy_rows_out(const float *src, int64_t pad, int64_t rows, int64_t dim, float *dst,
+                   int64_t dst_ld) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t c = 0;
+        for (; c + W <= dim; c += W)
+            fbatch::load_aligned(src + r * pad + c).store_unaligned(dst + r * dst_ld + c);
+        for (; c < dim; ++c) dst[r * dst_ld + c] = src[r * pad + c];
+    }
+}
+
+// S-like tile s[rows x bk] = a[rows x dim] panels^T for whole panels (the forward's kernel).
+template <class Arch>
+void panel_products(const float *a, int64_t lda, int64_t rows, const float *panels, int64_t dim,
+                    int64_t n_panels, float *s, float *score_max) {
+    using blk = attention_blocking<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    constexpr int W = lanes<Arch>;
+    const xsimd::batch<float, Arch> neg_inf(-std::numeric_limits<float>::infinity());
+    for (int64_t r = 0; r < rows; ++r) neg_inf.store_aligned(score_max + r * W);
+    for (int64_t p = 0; p < n_panels; ++p)
+        for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
+            const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
+            attention_detail::score_block_rows<Arch, blk::mr_s>(
+                rr, blk::nr_vectors, a + r0 * lda, lda, panels + p * nr * dim, dim,
+                s + r0 * backward_bk + p * nr, backward_bk, score_max + r0 * W);
+        }
+}
+
+// Query row r (absolute i) sees tile keys c < visible(r); non-decreasing in r.
+inline int64_t visible_keys(const attention_backward_tile &t, int64_t i) {
+    int64_t n = i + t.causal_offset + 1 - t.key0;
+    if (n > t.keys) n = t.keys;
+    return n < 0 ? 0 : n;
+}
+
+// Tile key c is seen by the step's query rows r >= first_row(c) (r < rows).
+inline int64_t first_row(const attention_backward_tile &t, int64_t i0, int64_t rows, int64_t c) {
+    int64_t r = t.key0 + c - t.causal_offset - i0;
+    if (r > rows) r = rows;
+    return r < 0 ? 0 : r;
+}
+
+// Row r of the step: P (times z) into p_row, dS into ds_row, for tile keys c < visible; zeros
+// to bk. P = e^(S - m) / l with exp (vec_math.hpp) on the unrounded difference S - m.
+template <class Arch>
+void gradient_row(const attention_backward_tile &t, int64_t i, int64_t visible, float *p_row,
+                  float *ds_row) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const float m = t.row_max[i];
+    const fbatch shift(m), inv_l(t.row_inv_sum[i]), delta(t.row_delta[i]), zero(0.0f);
+    const fbatch index = attention_detail::lane_index<Arch>();
+    const float *mask_row = t.mask ? t.mask + i * t.mask_ld + t.key0 : nullptr;
+    int64_t c = 0;
+    for (; c < visible; c += W) {
+        fbatch s = fbatch::load_aligned(p_row + c);
+        const auto live = index < fbatch(static_cast<float>(visible - c));
+        if (mask_row) {
+            alignas(64) float part[W] = {};
+            for (int64_t x = 0; x < W && c + x < visible; ++x) part[x] = mask_row[c + x];
+            s += fbatch::load_aligned(part);
+        }
+        const fbatch p = xsimd::select(live, kernels::exp<Arch>(s - shift) * inv_l, zero);
+        fbatch dp = fbatch::load_aligned(ds_row + c), pz = p;
+        if (t.dropout_keys) {
+            const fbatch z = attention_detail::apply_dropout<Arch>(
+                fbatch(1.0f), t.dropout_keys[i], t.key0 + c, t.dropout_threshold,
+                t.dropout_keep);
+            dp *= z;
+            pz *= z;
+        }
+        xsimd::select(live, p * (dp - delta), zero).store_aligned(ds_row + c);
+        pz.store_aligned(p_row + c);
+    }
+    for (; c < backward_bk; c += W) {
+        zero.store_aligned(p_row + c);
+        zero.store_aligned(ds_row + c);
+    }
+}
+
+// Loads the key tile: K panels (for S), V panels (for dP), K rows padded (for dq), and zeroes
+// the dK, dV accumulators.
+template <class Arch>
+void load_key_tile(const attention_backward_tile &t, const scratch_layout<Arch> &at) {
+    constexpr int nr = panel_keys<Arch>;
+    float *base = t.scratch;
+    attention_detail::pack_k_panels<Arch, f32_elements>(t.k, t.k_ld, t.keys, t.dim_qk,
+                                                        backward_bk / nr, base + at.k_panels);
+    attention_detail::pack_k_panels<Arch, f32_elements>(t.v, t.v_ld, t.keys, t.dim_v,
+                                                        backward_bk / nr, base + at.v_panels);
+    copy_padded<Arch>(t.k, t.k_ld, t.keys, backward_bk, t.dim_qk, 1.0f, base + at.k_rows,
+                      at.dk_pad);
+    for (int64_t x = 0; x < backward_bk * at.dk_pad; ++x) base[at.dk_acc + x] = 0.0f;
+    for (int64_t x = 0; x < backward_bk * at.dv_pad; ++x) base[at.dv_acc + x] = 0.0f;
+}
+
+// acc[keys x dim] += A^T b over the step's rows, A = a[rows x bk] (P z or dS), b the step's
+// rows (dO or qs); key c sums the rows r >= first_row(c) only.
+template <class Arch>
+void key_products(const attention_backward_tile &t, int64_t i0, int64_t rows, const float *a,
+                  const float *b, int64_t ldb, int64_t dim_pad, float *acc) {
+    using blk = attention_blocking<Arch>;
+    constexpr int W = lanes<Arch>;
+    const int64_t vectors = dim_pad / W;
+    for (int64_t v0 = 0; v0 < vectors; v0 += blk::nv) {
+        const int nvec = static_cast<int>(vectors - v0 < blk::nv ? vectors - v0 : blk::nv);
+        for (int64_t c0 = 0; c0 < t.keys; c0 += blk::mr_o) {
+            const int cc = static_cast<int>(t.keys - c0 < blk::mr_o ? t.keys - c0 : blk::mr_o);
+            // rows every key of the block sees, then each earlier key's few further rows
+            const int64_t shared = first_row(t, i0, rows, c0 + cc - 1);
+            acc_block_any<Arch, blk::mr_o>(cc, nvec, a + shared * backward_bk + c0, 1,
+                                           backward_bk, rows - shared, b + shared * ldb + v0 * W,
+                                           ldb, acc + c0 * dim_pad + v0 * W, dim_pad);
+            for (int64_t c = c0; c < c0 + cc - 1; ++c) {
+                const int64_t from = first_row(t, i0, rows, c);
+                acc_block_any<Arch, 1>(1, nvec, a + from * backward_bk + c, 1, backward_bk,
+                                       shared - from, b + from * ldb + v0 * W, ldb,
+                                       acc + c * dim_pad + v0 * W, dim_pad);
+            }
+        }
+    }
+}
+
+}  // namespace backward_detail
+
+template <class Arch>
+int64_t attention_backward_scratch_floats(int64_t dim_qk, int64_t dim_v) {
+    return backward_detail::scratch_layout<Arch>(dim_qk, dim_v).total;
+}
+
+template <class Arch>
+void attention_backward_tile(const attention_backward_tile &t) {
+    using namespace backward_detail;
+    using blk = attention_blocking<Arch>;
+    constexpr int W = lanes<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const scratch_layout<Arch> at(t.dim_qk, t.dim_v);
+    float *qs = t.scratch + at.q_tile, *dos = t.scratch + at.do_tile, *dqs = t.scratch + at.dq_tile;
+    float *p = t.scratch + at.p, *ds = t.scratch + at.ds;
+    if (t.first_head) load_key_tile<Arch>(t, at);
+    const int64_t n_panels = round_up(t.keys, nr) / nr;
+
+    for (int64_t i0 = t.row_begin; i0 < t.row_end; i0 += backward_br) {
+        const int64_t rows = t.row_end - i0 < backward_br ? t.row_end - i0 : backward_br;
+        copy_padded<Arch>(t.q + i0 * t.q_ld, t.q_ld, rows, rows, t.dim_qk, t.scale, qs, at.dk_pad);
+        copy_padded<Arch>(t.dout + i0 * t.dout_ld, t.dout_ld, rows, rows, t.dim_v, 1.0f, dos,
+                          at.dv_pad);
+        copy_padded<Arch>(t.dq + i0 * t.dq_ld, t.dq_ld, rows, rows, t.dim_qk, 1.0f, dqs, at.dk_pad);
+        // a row without gradient (fully masked) contributes nothing, whatever its q and dO hold
+        for (int64_t r = 0; r < rows; ++r)
+            if (t.row_max[i0 + r] == neg_inf) {
+                for (int64_t c = 0; c < at.dv_pad; ++c) dos[r * at.dv_pad + c] = 0.0f;
+                for (int64_t c = 0; c < at.dk_pad; ++c) qs[r * at.dk_pad + c] = 0.0f;
+            }
+
+        // S = qs K^T and dP = dO V^T for the step
+        panel_products<Arch>(qs, at.dk_pad, rows, t.scratch + at.k_panels, t.dim_qk, n_panels, p,
+                             t.scratch + at.score_max);
+        panel_products<Arch>(dos, at.dv_pad, rows, t.scratch + at.v_panels, t.dim_v, n_panels, ds,
+                             t.scratch + at.score_max);
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = i0 + r;
+            const int64_t visible = t.row_max[i] == neg_inf ? 0 : visible_keys(t, i);
+            gradient_row<Arch>(t, i, visible, p + r * backward_bk, ds + r * backward_bk);
+        }
+
+        // dV += (P z)^T dO and dK += dS^T qs, key by key over the rows that see it
+        key_products<Arch>(t, i0, rows, p, dos, at.dv_pad, at.dv_pad, t.scratch + at.dv_acc);
+        key_products<Arch>(t, i0, rows, ds, qs, at.dk_pad, at.dk_pad, t.scratch + at.dk_acc);
+
+        // dq += dS K: the keys every row of a block sees, then each row's further keys
+        const int64_t vectors = at.dk_pad / W;
+        const float *k_rows = t.scratch + at.k_rows;
+        for (int64_t v0 = 0; v0 < vectors; v0 += blk::nv) {
+            const int nvec = static_cast<int>(vectors - v0 < blk::nv ? vectors - v0 : blk::nv);
+            for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_o) {
+                const int rr = static_cast<int>(rows - r0 < blk::mr_o ? rows - r0 : blk::mr_o);
+                const int64_t shared = visible_keys(t, i0 + r0);
+                acc_block_any<Arch, blk::mr_o>(rr, nvec, ds + r0 * backward_bk, backward_bk, 1,
+                                               shared, k_rows + v0 * W, at.dk_pad,
+                                               dqs + r0 * at.dk_pad + v0 * W, at.dk_pad);
+                for (int64_t r = r0 + 1; r < r0 + rr; ++r) {
+                    const int64_t more = visible_keys(t, i0 + r) - shared;
+                    acc_block_any<Arch, 1>(1, nvec, ds + r * backward_bk + shared, backward_bk, 1,
+                                           more, k_rows + shared * at.dk_pad + v0 * W, at.dk_pad,
+                                           dqs + r * at.dk_pad + v0 * W, at.dk_pad);
+                }
+            }
+        }
+        copy_rows_out<Arch>(dqs, at.dk_pad, rows, t.dim_qk, t.dq + i0 * t.dq_ld, t.dq_ld);
+    }
+
+    if (!t.last_head) return;
+    copy_rows_out<Arch>(t.scratch + at.dk_acc, at.dk_pad, t.keys, t.dim_qk, t.dk, t.dk_ld);
+    copy_rows_out<Arch>(t.scratch + at.dv_acc, at.dv_pad, t.keys, t.dim_v, t.dv, t.dv_ld);
+}
+
+}  // namespace attn::kernels

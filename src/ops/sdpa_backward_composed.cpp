@@ -1,0 +1,178 @@
+// The composed backward of scaled dot-product attention (the SIMD path before the fused one in
+// sdpa_backward.cpp; kept for the benchmark's comparison, reached through
+// ops/backward_switch.hpp), composed from the GEMM
+// (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
+// in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
+//   S   = scale Q_blk K^T (+ mask), hidden keys -> P = 0
+//   P   = exp(S - lse)                              lse from the forward, or recomputed
+//   dPz = (dO_blk V^T) * z                          z = dropout factors (1 without dropout)
+//   D_i = sum_j P_ij dPz_ij
+//   dS  = P * (dPz - D)
+//   dV += (P * z)^T dO_blk,  dK += scale dS^T Q_blk,  dQ_blk = scale dS K
+// as the reference (src/ref/sdpa_backward.cpp). dK and dV of a head are accumulated by one
+// task in a fixed order, and the GEMM's results do not depend on its thread count: the
+// gradients are the same for every thread count. They go to scratch first and are copied
+// out at the end, so a failed allocation leaves dq, dk, dv untouched.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+#include "ops/ops.hpp"
+#include "ops/parallel.hpp"
+#include "ops/sdpa_masking.hpp"
+#include "ref/dropout.hpp"
+#include "ref/ref.hpp"
+
+namespace attn::ops {
+namespace {
+
+constexpr int64_t block_rows = 64;
+const float neg_inf = -std::numeric_limits<float>::infinity();
+
+// Copies rows [batch, heads, len, dim] from dense scratch into a strided tensor.
+void copy_rows(const exec &ex, const float *from, float *to, const attn_layout &l, int64_t batch,
+               int64_t heads, int64_t len, int64_t dim) {
+    parallel_for(ex, batch * heads, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bh = begin; bh < end; ++bh) {
+            const int64_t b = bh / heads, h = bh % heads;
+            for (int64_t j = 0; j < len; ++j)
+                std::memcpy(to + b * l.batch + h * l.head + j * l.seq,
+                            from + (bh * len + j) * dim, sizeof(float) * size_t(dim));
+        }
+    });
+}
+
+}  // namespace
+
+void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float *q,
+                            const float *k, const float *v, const float *out, const float *dout,
+                            const float *lse, float *dq, float *dk, float *dv) {
+    // out is not needed: D is formed from P and dP, as in the reference.
+    const kernels::kernel_table *kt = simd_kernels(ex);
+    if (!kt) {
+        ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
+        return;
+    }
+    const int64_t group = d.heads_q / d.heads_kv, len_kv = d.len_kv;
+    const int64_t offset = causal_offset(d);
+    const bool dropout = d.dropout_p > 0.0f;
+    const uint32_t threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
+    const float keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
+
+    // ---- scratch, all before any output is written ----
+    const int slots = worker_slots(ex);
+    const int64_t slot_floats = 2 * block_rows * len_kv;
+    std::vector<float> slot_scratch(size_t(slot_floats * slots));
+    std::vector<float> dq_all(size_t(d.batch * d.heads_q * d.len_q * d.dim_qk), 0.0f);
+    std::vector<float> dk_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_qk), 0.0f);
+    std::vector<float> dv_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_v), 0.0f);
+    // With at least as many heads as threads, the heads run in parallel and each GEMM on its
+    // head's thread; with fewer, the heads run one after the other and each GEMM uses every
+    // thread. Either way every GEMM computes the same bits.
+    const int64_t heads = d.batch * d.heads_kv;
+    const bool across_heads = heads >= slots;
+    exec serial = ex;
+    serial.arena = nullptr;
+    serial.num_threads = 1;
+    const exec &inner = across_heads ? serial : ex;
+
+    auto head_backward = [&](int64_t head, int slot) {
+        const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
+        float *p = slot_scratch.data() + slot * slot_floats;  // S, then P, then P z
+        float *dp = p + block_rows * len_kv;                              // dP z, then dS
+        const float *k_head = k + b * d.k.batch + hk * d.k.head;
+        const float *v_head = v + b * d.v.batch + hk * d.v.head;
+        float *dk_head = dk_all.data() + head * len_kv * d.dim_qk;
+        float *dv_head = dv_all.data() + head * len_kv * d.dim_v;
+        const int64_t keys_b = keys_in_batch(d, b);
+
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+            for (int64_t i0 = 0; i0 < d.len_q; i0 += block_rows) {
+                const int64_t rows = d.len_q - i0 < block_rows ? d.len_q - i0 : block_rows;
+                // Keys past the batch's length or the block's last causal limit are skipped.
+                int64_t keys = keys_b;
+                const int64_t causal_end = i0 + rows + offset;
+                if (causal_end < keys) keys = causal_end < 0 ? 0 : causal_end;
+                if (keys == 0) continue;
+                const float *q_blk = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
+                const float *do_blk = dout + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
+                const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
+
+                // S = scale Q K^T; dP = dO V^T
+                gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_qk, d.scale, q_blk,
+                     d.q.seq, k_head, d.k.seq, 0.0f, p, len_kv);
+                gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_v, 1.0f, do_blk,
+                     d.out.seq, v_head, d.v.seq, 0.0f, dp, len_kv);
+
+                for (int64_t r = 0; r < rows; ++r) {
+                    const int64_t i = i0 + r;
+                    float *p_row = p + r * len_kv, *dp_row = dp + r * len_kv;
+                    int64_t visible = i + offset + 1 < keys ? i + offset + 1 : keys;
+                    if (visible < 0) visible = 0;
+                    const float *mask_row = d.mask ? d.mask + b * d.mask_strides.batch +
+                                                         h * d.mask_strides.head +
+                                                         i * d.mask_strides.seq
+                                                   : nullptr;
+                    if (mask_row)
+                        for (int64_t j = 0; j < visible; ++j) p_row[j] += mask_row[j];
+                    for (int64_t j = visible; j < keys; ++j) p_row[j] = neg_inf;
+                    // fully masked (no finite score): no gradient flows, as in the reference
+                    float m = neg_inf;
+                    for (int64_t j = 0; j < visible; ++j) m = p_row[j] > m ? p_row[j] : m;
+                    if (m == neg_inf) {
+                        std::memset(p_row, 0, sizeof(float) * size_t(keys));
+                        std::memset(dp_row, 0, sizeof(float) * size_t(keys));
+                        continue;
+                    }
+                    // the row's lse: the forward's, or log sum exp recomputed
+                    float row_lse = lse ? lse[row0 + r] : 0.0f;
+                    if (!lse) {
+                        float sum = 0.0f;
+                        for (int64_t j = 0; j < visible; ++j) sum += std::exp(p_row[j] - m);
+                        row_lse = m + std::log(sum);
+                    }
+                    // P = exp(S - lse)
+                    for (int64_t j = 0; j < keys; ++j) p_row[j] -= row_lse;
+                    kt->exp_array(p_row, p_row, keys);
+                    // a hidden key's dO . V (NaN if its V row is) must not reach D
+                    for (int64_t j = visible; j < keys; ++j) dp_row[j] = 0.0f;
+                    // dPz = dP z, D = sum P dPz, dS = P (dPz - D), then P z for dV
+                    if (dropout) {
+                        const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
+                        for (int64_t j = 0; j < keys; ++j)
+                            dp_row[j] *= dropout::dropped(key, j, threshold) ? 0.0f : keep;
+                    }
+                    float big_d = 0.0f;
+                    for (int64_t j = 0; j < keys; ++j) big_d += p_row[j] * dp_row[j];
+                    for (int64_t j = 0; j < keys; ++j) dp_row[j] = p_row[j] * (dp_row[j] - big_d);
+                    if (dropout) {
+                        const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
+                        for (int64_t j = 0; j < keys; ++j)
+                            p_row[j] *= dropout::dropped(key, j, threshold) ? 0.0f : keep;
+                    }
+                }
+
+                // dV += (P z)^T dO; dK += scale dS^T Q; dQ = scale dS K
+                gemm(inner, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_v, rows, 1.0f, p, len_kv,
+                     do_blk, d.out.seq, 1.0f, dv_head, d.dim_v);
+                gemm(inner, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_qk, rows, d.scale, dp, len_kv,
+                     q_blk, d.q.seq, 1.0f, dk_head, d.dim_qk);
+                gemm(inner, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, d.dim_qk, keys, d.scale, dp,
+                     len_kv, k_head, d.k.seq, 0.0f, dq_all.data() + row0 * d.dim_qk, d.dim_qk);
+            }
+        }
+    };
+    if (across_heads)
+        parallel_tasks(ex, heads, [&](int64_t head) { head_backward(head, worker_slot(ex)); });
+    else
+        for (int64_t head = 0; head < heads; ++head) head_backward(head, 0);
+
+    // Every gradient is complete: only now are dq, dk, dv written.
+    copy_rows(ex, dq_all.data(), dq, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
+    copy_rows(ex, dk_all.data(), dk, d.k, d.batch, d.heads_kv, len_kv, d.dim_qk);
+    copy_rows(ex, dv_all.data(), dv, d.v, d.batch, d.heads_kv, len_kv, d.dim_v);
+}
+
+}  // namespace attn::ops
