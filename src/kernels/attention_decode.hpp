@@ -185,8 +185,9 @@ void attention_decode_tile_of(const attention_tile &t) {
         m[r] = neg_inf;
         l[r] = 0.0f;
     }
-    const bool fetch_k = t.k_ld * element_bytes(t.k_type) < decode_page_bytes;
-    const bool fetch_v = t.v_ld * element_bytes(t.v_type) < decode_page_bytes;
+    // (a division, not a product: a stride may be as large as int64 allows when one row is read)
+    const bool fetch_k = t.k_ld < decode_page_bytes / element_bytes(t.k_type);
+    const bool fetch_v = t.v_ld < decode_page_bytes / element_bytes(t.v_type);
     // Keys no row sees (causal) are never read, K or V, nor prefetched.
     const int64_t last_seen =
         t.key_begin + attention_detail::visible_keys<Arch>(t, rows - 1, t.key_begin,
