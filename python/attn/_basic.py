@@ -28,13 +28,55 @@ def _matrix(a, name):
     return a, max(ld, a.shape[1], 1), False
 
 
-def gemm(a, b, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, ctx=None):
-    """C = alpha * op(A) @ op(B) + beta * C (float32), op(X) = X.T if trans_x else X.
+# numpy dtype -> attn_dtype (bf16 travels as uint16 bit patterns)
+_GEMM_TYPES = {np.dtype(np.float32): 0, np.dtype(np.uint16): 1, np.dtype(np.float16): 2}
+
+
+def _gemm_typed(a, b, trans_a, trans_b, alpha, beta, c, c_dtype, ctx):
+    """attn_gemm: a, b, c of float32, float16 or uint16 (bf16 bits), row-major views."""
+    if not _lib.has("attn_gemm"):
+        raise NotImplementedError("the loaded libattn has no attn_gemm (typed GEMM)")
+    mats = []
+    for x, name in ((a, "a"), (b, "b")):
+        x = np.asarray(x)
+        if x.ndim != 2 or x.dtype not in _GEMM_TYPES:
+            raise ValueError("gemm: %s must be a 2-D float32, float16 or uint16 (bf16) array" % name)
+        x = _tensors.prepare(x, x.dtype, name)
+        ld = x.strides[0] // x.itemsize if x.shape[0] > 1 else x.shape[1]
+        mats.append((x, max(ld, x.shape[1], 1)))
+    (am, lda), (bm, ldb) = mats
+    m, k = (am.shape[1], am.shape[0]) if trans_a else am.shape
+    k2, n = (bm.shape[1], bm.shape[0]) if trans_b else bm.shape
+    if k != k2:
+        raise ValueError("gemm: op(a) is [%d, %d] but op(b) is [%d, %d]" % (m, k, k2, n))
+    if c is None:
+        c, beta = np.zeros((m, n), np.dtype(c_dtype or np.float32)), 0.0
+    if not (isinstance(c, np.ndarray) and c.dtype in _GEMM_TYPES and c.shape == (m, n)
+            and (n <= 1 or c.strides[1] == c.itemsize) and c.strides[0] % c.itemsize == 0):
+        raise ValueError("gemm: c must be a float32, float16 or uint16 [%d, %d] array with a "
+                         "contiguous last dim" % (m, n))
+    ldc = max(c.strides[0] // c.itemsize if m > 1 else n, n, 1)
+    _lib.call("attn_gemm", handle(ctx), int(bool(trans_a)), int(bool(trans_b)), m, n, k,
+              float(alpha), _tensors.ptr(am), _GEMM_TYPES[am.dtype], lda, _tensors.ptr(bm),
+              _GEMM_TYPES[bm.dtype], ldb, float(beta), _tensors.ptr(c), _GEMM_TYPES[c.dtype], ldc)
+    return c
+
+
+def gemm(a, b, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, ctx=None,
+         c_dtype=None):
+    """C = alpha * op(A) @ op(B) + beta * C, op(X) = X.T if trans_x else X.
 
     a: [m, k] ([k, m] with trans_a), b: [k, n] ([n, k] with trans_b), 2-D, any strides with one
-    contiguous dimension (a transposed view is passed as such, without a copy). c: optional
-    float32 [m, n] with a contiguous last dimension, written in place and returned; None: a new
-    array (beta is then irrelevant)."""
+    contiguous dimension (a transposed float32 view is passed as such, without a copy). c:
+    optional [m, n] with a contiguous last dimension, written in place and returned; None: a
+    new array of c_dtype (default float32; beta is then irrelevant). float32 throughout runs
+    attn_gemm_f32; float16 or bfloat16-as-uint16 a, b or c run the typed attn_gemm (products
+    summed in f32, C rounded once to its type)."""
+    typed = any(np.asarray(x).dtype != np.float32 for x in (a, b)) or (
+        c is not None and np.asarray(c).dtype != np.float32) or (
+        c is None and c_dtype not in (None, np.float32))
+    if typed:
+        return _gemm_typed(a, b, trans_a, trans_b, alpha, beta, c, c_dtype, ctx)
     am, lda, ta = _matrix(a, "a")
     bm, ldb, tb = _matrix(b, "b")
     ta, tb = bool(trans_a) ^ ta, bool(trans_b) ^ tb

@@ -137,3 +137,23 @@ def test_structures_match_attn_h(struct):
     with open(path) as f:
         header = f.read()
     assert [n for n, _ in getattr(_lib, struct)._fields_] == _header_fields(header, struct)
+
+
+def test_gemm_typed_bf16_f16_against_float64():
+    """attn_gemm through attn.gemm: bf16 (uint16 bits) and f16 inputs, f32 and f16 outputs,
+    against float64 on the stored values (products of 16-bit values summed in f32)."""
+    rng = np.random.default_rng(5)
+    a32 = rng.standard_normal((17, 33)).astype(np.float32)
+    b32 = rng.standard_normal((33, 9)).astype(np.float32)
+    a16 = attn.convert(a32, "bf16")
+    b16 = b32.astype(np.float16)
+    a_vals = attn.convert(a16, "f32").astype(np.float64)
+    want = a_vals @ b16.astype(np.float64)
+    got = attn.gemm(a16, b16)
+    assert got.dtype == np.float32
+    assert np.max(np.abs(got - want)) <= 1e-5 * (1 + np.max(np.abs(want)))
+    half = attn.gemm(a16, b16, c_dtype=np.float16)
+    assert half.dtype == np.float16
+    assert np.max(np.abs(half.astype(np.float64) - want)) <= 2 ** -10 * (1 + np.max(np.abs(want)))
+    with pytest.raises(ValueError):
+        attn.gemm(a16, b16[:5])
