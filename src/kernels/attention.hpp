@@ -402,7 +402,7 @@ void attention_weights_tile_with(const attention_tile &t, float *weights, int64_
     for (int64_t r = 0; r < t.rows; ++r) {
         float *w_row = weights + r * weights_ld;
         for (int64_t j = 0; j < t.key_begin; ++j) w_row[j] = 0.0f;
-        for (int64_t j = t.key_end > t.key_begin ? t.key_end : t.key_begin; j < t.len_kv; ++j)
+        for (int64_t j = t.key_end > t.key_begin ? t.key_end : t.key_begin; j < weights_ld; ++j)
             w_row[j] = 0.0f;
     }
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {

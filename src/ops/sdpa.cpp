@@ -221,7 +221,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         t.dim_v = d.dim_v;
         t.scale = d.scale;
         t.k = k_rows_for(d, k, b, hk);
-        t.len_kv = d.len_kv;
+        t.len_kv = keys_in_batch(d, b);  // rows past kv_len are never read (nor their pages)
         t.v = v_rows_for(d, v, b, hk);
         t.out_type = d.out_type;
         // Key tiles left of the first row's window, and keys past the last row's limit
@@ -288,13 +288,14 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
             // K panels and padded V rows of this head, once for all its pairs in the range
             const kernels::kv_rows k_head = k_rows_for(d, k, b, hk);
             const kernels::kv_rows v_head = v_rows_for(d, v, b, hk);
-            if (pack_per_slot) {
-                pack_head_k(*kt, pair_scores, k_head, 0, d.len_kv, d.dim_qk, plan.panels, k_packed);
+            if (pack_per_slot) {  // the batch's keys only: past kv_len no row (nor page) is read
+                const int64_t keys_b = keys_in_batch(d, b);
+                pack_head_k(*kt, pair_scores, k_head, 0, keys_b, d.dim_qk, plan.panels, k_packed);
                 if (pair_scores)
-                    kt->attention_pack_v_bf16(v_head, 0, d.len_kv, d.dim_v, plan.v_ld,
+                    kt->attention_pack_v_bf16(v_head, 0, keys_b, d.dim_v, plan.v_ld,
                                               reinterpret_cast<uint16_t *>(v_padded));
                 else
-                    kt->attention_pad_v(v_head, 0, d.len_kv, d.dim_v, v_padded, plan.v_ld);
+                    kt->attention_pad_v(v_head, 0, keys_b, d.dim_v, v_padded, plan.v_ld);
             }
             for (int64_t pair = first; pair < last; ++pair) {
                 const int64_t ht = pair / plan.q_tiles, h = hk * plan.group + ht * plan.head_rows;
@@ -338,7 +339,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
             const int64_t head = task / plan.chunks, begin = (task % plan.chunks) * plan.chunk_keys;
             const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
             const int64_t keys = std::min(plan.chunk_keys, d.len_kv - begin);
-            pack_head_k(*kt, pair_scores, k_rows_for(d, k, b, hk), begin, d.len_kv, d.dim_qk,
+            pack_head_k(*kt, pair_scores, k_rows_for(d, k, b, hk), begin, keys_in_batch(d, b), d.dim_qk,
                         ceil_div(keys, plan.nr),
                         packed_heads->get() + head * packed_head_floats +
                             begin / plan.nr * plan.nr * packed_row_floats);
