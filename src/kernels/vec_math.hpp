@@ -244,7 +244,8 @@ inline xsimd::batch<float, Arch> tanh(const xsimd::batch<float, Arch> &x) {
     g = xsimd::fma(g, y, fbatch(-0.053738947957754135f));
     g = xsimd::fma(g, y, fbatch(0.13331381976604462f));
     g = xsimd::fma(g, y, fbatch(-0.33333277702331543f));
-    const fbatch small = xsimd::fma(x * y, g, x);
+    // x + x^3 g, and x itself at +-0 (the sum would turn -0 into +0)
+    const fbatch small = xsimd::select(x == fbatch(0.0f), x, xsimd::fma(x * y, g, x));
     const fbatch big = fbatch(1.0f) - fbatch(2.0f) / (exp<Arch>(ax + ax) + fbatch(1.0f));
     const fbatch signed_big = xsimd::select(x < fbatch(0.0f), -big, big);
     return xsimd::select(ax < fbatch(0.625f), small, signed_big);
