@@ -233,10 +233,8 @@ void attention_decode_tile_of(const attention_tile &t) {
         for (int64_t r = 0; r < rows; ++r) seen[r] = attention_detail::tile_columns(t, r, j0, cols);
         const int64_t listed = last_seen - j0 < B + decode_prefetch_keys + W
                                    ? last_seen - j0 : B + decode_prefetch_keys + W;
-        for (int64_t c = 0; c < listed; ++c) {
-            k_at[c] = t.k.row_as<storage>(j0 + c);
-            v_at[c] = t.v.row_as<storage>(j0 + c);
-        }
+        t.k.rows_as<storage>(j0, listed, k_at);
+        t.v.rows_as<storage>(j0, listed, v_at);
 
         // S = (scale Q) K^T for the block; its V rows are fetched meanwhile
         score_rows<Arch, E>(qs, t.dim_qk, rows, seen, k_at, v_at, t.dim_v, fetch_k, fetch_v,

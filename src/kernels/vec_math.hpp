@@ -246,6 +246,8 @@ inline xsimd::batch<float, Arch> tanh(const xsimd::batch<float, Arch> &x) {
     g = xsimd::fma(g, y, fbatch(-0.33333277702331543f));
     // x + x^3 g, and x itself at +-0 (the sum would turn -0 into +0)
     const fbatch small = xsimd::select(x == fbatch(0.0f), x, xsimd::fma(x * y, g, x));
+    // softcapped scores mostly stay below 0.625 softcap: then exp and the division are not needed
+    if (!xsimd::any(ax >= fbatch(0.625f)) && !xsimd::any(xsimd::isnan(x))) return small;
     const fbatch big = fbatch(1.0f) - fbatch(2.0f) / (exp<Arch>(ax + ax) + fbatch(1.0f));
     const fbatch signed_big = xsimd::select(x < fbatch(0.0f), -big, big);
     return xsimd::select(ax < fbatch(0.625f), small, signed_big);
