@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "test_api_harness.hpp"
@@ -74,7 +75,7 @@ std::vector<rule_case<Call>> sdpa_desc_rules() {
          {"desc->mask_strides.batch = -15"}},
         {"scale NaN", [](c &x) { x.d.scale = std::nanf(""); }, {"desc->scale = nan"}},
         {"scale infinite", [](c &x) { x.d.scale = INFINITY; }, {"desc->scale = inf"}},
-        {"causal unknown", [](c &x) { x.d.causal = attn_causal(3); }, {"desc->causal = 3"}},
+        {"causal unknown", [](c &x) { x.d.causal = attn_causal(4); }, {"desc->causal = 4"}},
         {"dropout_p one", [](c &x) { x.d.dropout_p = 1.0f; },
          {"desc->dropout_p = 1", "[0, 1)"}},
         {"dropout_p negative", [](c &x) { x.d.dropout_p = -0.125f; },
@@ -92,7 +93,61 @@ std::vector<rule_case<Call>> sdpa_desc_rules() {
          {"desc->batch * desc->heads_q * desc->len_q * desc->dim_qk", "overflows int64"}},
         {"extent of k overflows", [](c &x) { x.d.k.batch = int64_t(1) << 62; },
          {"k = [size 2 stride 4611686018427387904", "overflows"}},
+        // masks and layouts of today's models
+        {"window_left below -1", [](c &x) { x.d.window_left = -2; },
+         {"desc->window_left = -2", ">= -1"}},
+        {"window_right below -1", [](c &x) { x.d.window_right = -5; },
+         {"desc->window_right = -5", ">= -1"}},
+        {"softcap negative", [](c &x) { x.d.softcap = -1.0f; },
+         {"desc->softcap = -1", "finite and >= 0"}},
+        {"softcap NaN", [](c &x) { x.d.softcap = std::nanf(""); }, {"desc->softcap = nan"}},
+        {"softcap infinite", [](c &x) { x.d.softcap = INFINITY; }, {"desc->softcap = inf"}},
+        {"KV_LEN alignment without kv_len",
+         [](c &x) { x.d.causal = ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN, x.d.kv_len = nullptr; },
+         {"desc->causal = ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN (3)", "needs desc->kv_len"}},
+        {"ALiBi slope NaN",
+         [](c &x) {
+             float *slopes = x.pool.input(4);
+             slopes[2] = std::nanf("");
+             x.d.alibi_slopes = slopes;
+         },
+         {"desc->alibi_slopes[2] = nan", "finite"}},
+        {"ALiBi slope infinite",
+         [](c &x) {
+             float *slopes = x.pool.input(4);
+             slopes[0] = -INFINITY;
+             x.d.alibi_slopes = slopes;
+         },
+         {"desc->alibi_slopes[0] = -inf"}},
+        {"sink NaN",
+         [](c &x) {
+             float *sinks = x.pool.input(4);
+             sinks[3] = std::nanf("");
+             x.d.sinks = sinks;
+         },
+         {"desc->sinks[3] = nan", "finite or -INFINITY"}},
+        {"sink +inf",
+         [](c &x) {
+             float *sinks = x.pool.input(4);
+             sinks[1] = INFINITY;
+             x.d.sinks = sinks;
+         },
+         {"desc->sinks[1] = inf"}},
+        {"dsinks without sinks", [](c &x) { x.d.dsinks = x.pool.output(4); },
+         {"desc->dsinks = ", "desc->sinks is NULL"}},
     };
+}
+
+// Paged K/V over the call's K and V: page_size 5, one page per batch (pages 0 and 1 of a
+// pool of 2), so that the valid call is the contiguous one.
+template <class Call>
+void make_paged(Call &x) {
+    int32_t *table = x.pool.ints(2, 0);
+    table[1] = 1;
+    x.d.block_table = table;
+    x.d.block_table_stride = 1;
+    x.d.page_size = 5;
+    x.d.num_pages = 2;
 }
 
 std::vector<rule_case<sdpa_call>> sdpa_forward_rules() {
@@ -121,6 +176,30 @@ std::vector<rule_case<sdpa_call>> sdpa_forward_rules() {
          {"desc->lse = ", "overlaps q = "}},
         {"lse inside weights", [](c &x) { x.d.lse = x.d.weights + 100; },
          {"desc->weights = ", "overlaps desc->lse = "}},
+        {"page_size zero", [](c &x) { make_paged(x), x.d.page_size = 0; },
+         {"desc->page_size = 0", ">= 1"}},
+        {"num_pages zero", [](c &x) { make_paged(x), x.d.num_pages = 0; },
+         {"desc->num_pages = 0", ">= 1"}},
+        {"block_table_stride below ceil(len_kv / page_size)",
+         [](c &x) { make_paged(x), x.d.page_size = 2; },
+         {"desc->block_table_stride = 1", "ceil(desc->len_kv / desc->page_size) = 3"}},
+        {"page id past num_pages",
+         [](c &x) { make_paged(x), const_cast<int32_t *>(x.d.block_table)[1] = 2; },
+         {"desc->block_table[1 * 1 + 0] = 2 (batch 1, entry 0)", "[0, desc->num_pages = 2)"}},
+        {"page id negative",
+         [](c &x) { make_paged(x), const_cast<int32_t *>(x.d.block_table)[0] = -1; },
+         {"desc->block_table[0 * 1 + 0] = -1 (batch 0, entry 0)"}},
+        {"paged pool span: num_pages pages, not len_kv rows",
+         [](c &x) { make_paged(x), x.d.num_pages = int64_t(1) << 61, x.d.k.batch = 64; },
+         {"k = [size 2305843009213693952 stride 64", "overflows"}},
+        {"out overlaps the block table",
+         [](c &x) {
+             make_paged(x);
+             x.out = reinterpret_cast<float *>(const_cast<int32_t *>(x.d.block_table));
+         },
+         {"out = ", "overlaps desc->block_table = "}},
+        {"out overlaps the sinks", [](c &x) { x.d.sinks = x.out + 4; },
+         {"out = ", "overlaps desc->sinks = "}},
     };
     rules.insert(rules.end(), own.begin(), own.end());
     return rules;
@@ -159,6 +238,15 @@ std::vector<rule_case<sdpa_backward_call>> sdpa_backward_rules() {
         {"k layout not injective (dk)", [](c &x) { x.d.k.head = 0; },
          {"desc->k.head = 0", "distinct elements of dk"}},
         {"dk is dq", [](c &x) { x.dk = x.dq; }, {"dq = ", "overlaps dk = "}},
+        {"dsinks overlap dq",
+         [](c &x) { x.d.sinks = x.pool.input(4), x.d.dsinks = x.dq + 2; },
+         {"dq = ", "overlaps desc->dsinks = "}},
+        {"dsinks overlap the sinks",
+         [](c &x) {
+             float *sinks = x.pool.output(4);
+             x.d.sinks = sinks, x.d.dsinks = sinks;
+         },
+         {"desc->dsinks = ", "overlaps desc->sinks = "}},
         {"dv overlaps dk", [](c &x) { x.dv = x.dk + 79; }, {"dk = ", "overlaps dv = "}},
         {"dv is the forward output", [](c &x) { x.dv = const_cast<float *>(x.fwd_out); },
          {"dv = ", "overlaps out = "}},
@@ -341,6 +429,32 @@ TEST_P(ApiValidationAttention, SdpaAcceptsStridedLayouts) {
     ASSERT_EQ(attn_sdpa_f32(ctx_.get(), &d, q.data(), kv.data(), kv.data(), out.data()), ATTN_OK)
         << attn_last_error();
     for (float x : out) EXPECT_FLOAT_EQ(x, 0.25f);  // every value row is 0.25
+}
+
+// Paged K/V: the entries past the pages in use are never read (a garbage id there is
+// accepted), the valid paged call gives the contiguous call's bits, and the backward of a
+// paged call is ATTN_UNSUPPORTED, saying so, with nothing written.
+TEST_P(ApiValidationAttention, PagedEntriesInUseOnlyAndBackwardUnsupported) {
+    sdpa_call plain;
+    ASSERT_EQ(plain.run(ctx_.get()), ATTN_OK) << attn_last_error();
+    sdpa_call paged;
+    int32_t *table = paged.pool.ints(4, 0);  // page_size 5, stride 2: entry 1 never used
+    table[1] = 1 << 30, table[2] = 1, table[3] = -7;
+    paged.d.block_table = table;
+    paged.d.block_table_stride = 2;
+    paged.d.page_size = 5;
+    paged.d.num_pages = 2;
+    ASSERT_EQ(paged.run(ctx_.get()), ATTN_OK) << attn_last_error();
+    EXPECT_EQ(std::memcmp(plain.out, paged.out, sizeof(float) * 2 * 4 * 3 * 3), 0);
+    EXPECT_EQ(std::memcmp(plain.d.lse, paged.d.lse, sizeof(float) * 2 * 4 * 3), 0);
+
+    sdpa_backward_call back;
+    make_paged(back);
+    const std::string before = back.pool.snapshot();
+    EXPECT_EQ(back.run(ctx_.get()), ATTN_UNSUPPORTED);
+    EXPECT_NE(std::string(attn_last_error()).find("paged K/V is forward only"), std::string::npos)
+        << attn_last_error();
+    EXPECT_TRUE(back.pool.snapshot() == before);
 }
 
 // Self-attention: x_kv == x_q is fine, and dx_kv may be NULL; g NULL means no weight grads.

@@ -5,7 +5,7 @@
 // Stated bounds: exp at most 2 ulp everywhere (measured 0.90 ulp with FMA, 1.20 ulp on SSE4
 // without it), subnormal results included; exactly +0 below about -103.97 and +inf above
 // about 88.72. exp2 at most 3 ulp (measured 1.11-1.28), subnormals included; +0 below -150,
-// +inf from 128.
+// +inf from 128. tanh at most 3 ulp (TanhWithinThreeUlp).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -126,6 +126,42 @@ TEST_P(VecMath, Exp2WithinThreeUlpOverTheWholeRange) {
     EXPECT_EQ(special[8], std::ldexp(1.0f, -126));
     EXPECT_EQ(special[9], std::ldexp(1.0f, -149));  // the smallest subnormal, not flushed
     EXPECT_EQ(special[10], 0.0f);
+}
+
+// tanh (the softcap's): at most 3 ulp against std::tanh in double over [-20, 20] (where it
+// saturates to +-1), tiny and subnormal arguments (tanh x = x there), large ones, and the
+// special values: +-inf -> +-1, NaN -> NaN, -0 -> -0.
+TEST_P(VecMath, TanhWithinThreeUlp) {
+    std::vector<float> x;
+    for (double v = -20.0; v <= 20.0; v += 1e-4) x.push_back(float(v));
+    for (int e = 1; e <= 149; ++e)
+        for (float s : {-1.0f, 1.0f}) x.push_back(s * std::ldexp(1.3f, -e));
+    for (float big : {30.0f, 44.5f, 88.0f, 1e10f, 1e30f, 3.4e38f}) x.push_back(big), x.push_back(-big);
+    std::vector<float> y(x.size());
+    attn::kernels::kernel_table_for(GetParam().isa)->tanh_array(x.data(), y.data(), int64_t(x.size()));
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double want = std::tanh(double(x[i]));
+        ASSERT_EQ(std::signbit(y[i]), std::signbit(x[i])) << "x = " << x[i];
+        const double e = ulp_error(std::fabs(y[i]), std::fabs(want));
+        if (e > worst) worst = e, worst_x = x[i];
+    }
+    RecordProperty("max_ulp", std::to_string(worst));
+    EXPECT_LE(worst, 3.0) << "worst at x = " << worst_x;
+    EXPECT_GT(worst, 0.0);
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> special = {-inf, inf, std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f,
+                                  std::ldexp(1.0f, -149), 1e-20f};
+    attn::kernels::kernel_table_for(GetParam().isa)
+        ->tanh_array(special.data(), special.data(), int64_t(special.size()));
+    EXPECT_EQ(special[0], -1.0f);
+    EXPECT_EQ(special[1], 1.0f);
+    EXPECT_TRUE(std::isnan(special[2]));
+    EXPECT_EQ(special[3], 0.0f);
+    EXPECT_TRUE(special[4] == 0.0f && std::signbit(special[4]));
+    EXPECT_EQ(special[5], std::ldexp(1.0f, -149));
+    EXPECT_EQ(special[6], 1e-20f);
 }
 
 // A length that is not a multiple of the vector width exercises the tail.

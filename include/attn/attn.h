@@ -187,7 +187,9 @@ attn_status attn_softmax_f32(attn_context *ctx, int64_t rows, int64_t cols, floa
 typedef enum attn_causal {
     ATTN_CAUSAL_NONE = 0,
     ATTN_CAUSAL_TOP_LEFT = 1,    /* query i sees keys j <= i                    */
-    ATTN_CAUSAL_BOTTOM_RIGHT = 2 /* query i sees keys j <= i + (len_kv - len_q) */
+    ATTN_CAUSAL_BOTTOM_RIGHT = 2, /* query i sees keys j <= i + (len_kv - len_q) */
+    ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN = 3 /* query i of batch b sees keys j <= i + kv_len[b] - len_q
+                                           (each sequence's own length; needs kv_len)        */
 } attn_causal;
 
 /* Strides, in elements, of a [batch, head, seq, dim] tensor whose dim is contiguous.
@@ -218,10 +220,33 @@ typedef struct attn_sdpa_desc {
     attn_dtype q_type;        /* q                                                          */
     attn_dtype kv_type;       /* k and v (a KV cache is one type)                           */
     attn_dtype out_type;      /* out                                                        */
+    /* 0.2: masks and layouts of today's models. i' is query i's position on the key axis:
+     * i with ATTN_CAUSAL_TOP_LEFT, i + kv_len[b] - len_q with ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN,
+     * otherwise i + len_kv - len_q. Causal attention is the window (-1, 0) at that alignment.
+     * Order on a score: scale, softcap, + mask, - ALiBi; then keys outside the window, the
+     * causal limit or kv_len are hidden (never read). Init: windows -1, softcap 0, pointers
+     * NULL, page fields 0. */
+    int64_t window_left;       /* sliding window: keys j >= i' - window_left only; -1 = unbounded */
+    int64_t window_right;      /* keys j <= i' + window_right only; -1 = unbounded               */
+    float softcap;             /* > 0: s -> softcap * tanh(s / softcap), s the scaled score; 0 = off */
+    const float *alibi_slopes; /* optional [heads_q]: s -= slope[h] * |i' - j|                    */
+    const float *sinks;        /* optional [heads_q]: a logit per head that joins every row's
+                                  softmax denominator and contributes no value (attention sinks);
+                                  lse includes it, weights are exp(s - lse); -INFINITY = none    */
+    float *dsinks;             /* optional out of the backward, [heads_q]: d loss / d sinks       */
+    const int32_t *block_table; /* optional, paged K/V: [batch, block_table_stride] page ids:
+                                  key j of batch b is row j % page_size of page
+                                  p = block_table[b * block_table_stride + j / page_size], at
+                                  k + p * k.batch + h * k.head + (j % page_size) * k.seq (and v);
+                                  forward only (the backward returns ATTN_UNSUPPORTED)           */
+    int64_t block_table_stride; /* entries per batch row of block_table, >= ceil(len_kv/page_size) */
+    int64_t page_size;          /* keys per page                                                  */
+    int64_t num_pages;          /* pages in each pool; every id used must be in [0, num_pages)    */
 } attn_sdpa_desc;
 
 /* Dense BHSD layouts, heads_q = heads_kv = heads, dim_qk = dim_v = dim, scale 1/sqrt(dim),
- * no mask, no causal, no kv_len, no dropout, no weights, no lse, every type ATTN_DTYPE_F32. */
+ * no mask, no causal, no kv_len, no dropout, no weights, no lse, every type ATTN_DTYPE_F32,
+ * windows -1, softcap 0, no ALiBi, no sinks, no paging. */
 void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads,
                          int64_t len_q, int64_t len_kv, int64_t dim);
 

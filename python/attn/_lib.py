@@ -17,7 +17,7 @@ STATUS_NAMES = {0: "ATTN_OK", 1: "ATTN_INVALID_ARGUMENT", 2: "ATTN_OUT_OF_MEMORY
 IMPL = {"auto": 0, "reference": 1, "simd": 2}
 ISA = {"auto": 0, "scalar": 1, "sse4": 2, "avx2": 3, "avx512": 4, "avx512_bf16": 5, "amx": 6}
 FPMATH = {"strict": 0, "bf16": 1}
-CAUSAL = {"none": 0, "top_left": 1, "bottom_right": 2}
+CAUSAL = {"none": 0, "top_left": 1, "bottom_right": 2, "bottom_right_kv_len": 3}
 DTYPE = {"f32": 0, "bf16": 1, "f16": 2}
 
 
@@ -54,7 +54,12 @@ class attn_sdpa_desc(ctypes.Structure):
         ("kv_len", ctypes.c_void_p), ("dropout_p", ctypes.c_float),
         ("dropout_seed", ctypes.c_uint64), ("weights", ctypes.c_void_p),
         ("lse", ctypes.c_void_p),
-        ("q_type", ctypes.c_int), ("kv_type", ctypes.c_int), ("out_type", ctypes.c_int)]
+        ("q_type", ctypes.c_int), ("kv_type", ctypes.c_int), ("out_type", ctypes.c_int),
+        ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
+        ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
+        ("sinks", ctypes.c_void_p), ("dsinks", ctypes.c_void_p),
+        ("block_table", ctypes.c_void_p), ("block_table_stride", ctypes.c_int64),
+        ("page_size", ctypes.c_int64), ("num_pages", ctypes.c_int64)]
 
 
 class attn_mha_desc(ctypes.Structure):

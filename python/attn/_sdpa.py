@@ -73,6 +73,21 @@ def _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p, dropout_seed,
     return d, q, k, v, keep
 
 
+def _set_features(d, keep, window, softcap, alibi_slopes, sinks):
+    """The fields of today's models: window (left, right) with -1 = unbounded, softcap,
+    per-head ALiBi slopes and sinks ([Hq] float32 arrays)."""
+    d.window_left, d.window_right = (int(w) for w in window)
+    d.softcap = float(softcap)
+    for name, a in (("alibi_slopes", alibi_slopes), ("sinks", sinks)):
+        if a is None:
+            continue
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        if a.shape != (d.heads_q,):
+            raise ValueError("%s must have shape [%d], got %s" % (name, d.heads_q, a.shape))
+        keep.append(a)
+        setattr(d, name, _tensors.ptr(a))
+
+
 def _new_out(B, H, L, Dv, layout, dtype=np.float32):
     """A dense output in the caller's layout, and its BHSD view."""
     if layout == "bshd":
@@ -84,7 +99,7 @@ def _new_out(B, H, L, Dv, layout, dtype=np.float32):
 
 def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.0,
          dropout_seed=0, return_lse=False, return_weights=False, layout="bhsd", ctx=None,
-         out_dtype=None):
+         out_dtype=None, window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None):
     """out = softmax(scale * q @ k^T + mask) @ v per batch and head.
 
     layout "bhsd": q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out [B, Hq, Lq, Dv];
@@ -95,6 +110,11 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
     causal: False | True (= "top_left", key j <= query i) | "bottom_right" (j <= i + Lk - Lq).
     scale: None = 1/sqrt(D). mask: additive float, broadcastable to [B, Hq, Lq, Lk] (boolean:
     True = visible, False = -inf). kv_len: [B] ints, keys j >= kv_len[b] hidden.
+    window (left, right): keys j with i' - left <= j <= i' + right only (-1 = unbounded; i'
+    the query's position on the key axis, bottom-right aligned unless causal="top_left");
+    causal="bottom_right_kv_len" aligns each sequence at its own kv_len. softcap > 0:
+    s -> softcap tanh(s / softcap). alibi_slopes [Hq]: s -= slope |i' - j|. sinks [Hq]: a logit
+    per head in every row's softmax denominator (lse includes it).
     dropout_p in [0, 1) with dropout_seed (deterministic). Returns out, then lse [B, Hq, Lq]
     if return_lse, then weights [B, Hq, Lq, Lk] (before dropout) if return_weights.
     float32 arrays; with a library exporting attn_sdpa, float16 and bfloat16-as-uint16 q, k, v
@@ -113,6 +133,7 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
         types, od = (_tensors.F32, _tensors.F32), _tensors.F32
     d, q, k, v, keep = _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p,
                              dropout_seed, types)
+    _set_features(d, keep, window, softcap, alibi_slopes, sinks)
     B, Hq, Lq, _ = q.shape
     out, out4 = _new_out(B, Hq, Lq, d.dim_v, layout, od)
     _set_layout(d.out, out4)
@@ -131,19 +152,24 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
 
 
 def sdpa_backward(q, k, v, out, dout, lse=None, causal=False, scale=None, mask=None,
-                  kv_len=None, dropout_p=0.0, dropout_seed=0, layout="bhsd", ctx=None):
+                  kv_len=None, dropout_p=0.0, dropout_seed=0, layout="bhsd", ctx=None,
+                  window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None):
     """Gradients (dq, dk, dv) of a loss given dout = dL/dout, for sdpa with the same options.
 
     q, k, v, out, dout in `layout` as for sdpa (out, dout of out's shape); lse: the forward's
     [B, Hq, Lq] (None: recomputed). dq, dk, dv have the shapes of q, k, v and, when those are
     views (e.g. BSHD), the same strides; with grouped-query attention dk, dv sum over the
-    query heads of a group. float32 only."""
+    query heads of a group. float32 only. window, softcap, alibi_slopes, sinks as for sdpa;
+    with sinks the result is (dq, dk, dv, dsinks), dsinks [Hq]."""
     q0 = _to_bhsd(q, layout, "q")
     # The gradients share the layouts of q, k, v: those must not repeat elements.
     q, k, v = (a if _tensors.injective(a) else np.ascontiguousarray(a) for a in
                (q0, _to_bhsd(k, layout, "k"), _to_bhsd(v, layout, "v")))
     d, q, k, v, keep = _desc(q, k, v, "bhsd", causal, scale, mask, kv_len, dropout_p,
                              dropout_seed, (_tensors.F32, _tensors.F32))
+    _set_features(d, keep, window, softcap, alibi_slopes, sinks)
+    dsinks = np.empty(d.heads_q, np.float32) if sinks is not None else None
+    d.dsinks = _tensors.ptr(dsinks)
     B, Hq, Lq, _ = q.shape
     o4 = _tensors.prepare(_to_bhsd(out, layout, "out"), name="out")
     g4 = _tensors.prepare(_to_bhsd(dout, layout, "dout"), name="dout")
@@ -163,4 +189,4 @@ def sdpa_backward(q, k, v, out, dout, lse=None, causal=False, scale=None, mask=N
               _tensors.ptr(lse), _tensors.ptr(dq), _tensors.ptr(dk), _tensors.ptr(dv))
     if layout == "bshd":
         dq, dk, dv = (a.transpose(0, 2, 1, 3) for a in (dq, dk, dv))
-    return dq, dk, dv
+    return (dq, dk, dv, dsinks) if sinks is not None else (dq, dk, dv)

@@ -13,7 +13,7 @@ namespace {
 
 // Every tensor of a call that a desc describes, spans computed.
 struct sdpa_tensors {
-    tensor_ref q, k, v, out, mask, kv_len;
+    tensor_ref q, k, v, out, mask, kv_len, alibi_slopes, sinks, block_table;
 };
 
 // Dense [batch, heads_q, len_q, len_kv]: the weights output. Sizes already checked.
@@ -26,6 +26,61 @@ tensor_ref weights_tensor(const char *name, const float *p, const attn_sdpa_desc
 tensor_ref lse_tensor(const char *name, const float *p, const attn_sdpa_desc &d) {
     return bhsd_tensor(name, p, d.batch, d.heads_q, d.len_q, 1,
                        attn_layout{d.heads_q * d.len_q, d.len_q, 1});
+}
+
+// The rules on the fields of "masks and layouts of today's models" that need no memory read
+// beyond the desc: windows, softcap, dsinks only with sinks, the page geometry.
+void check_model_fields(checker &chk, const attn_sdpa_desc &d) {
+    chk.at_least(d.window_left, -1, "desc->window_left");
+    chk.at_least(d.window_right, -1, "desc->window_right");
+    if (!chk.failed() && !(std::isfinite(d.softcap) && d.softcap >= 0.0f))
+        chk.fail(ATTN_INVALID_ARGUMENT, "desc->softcap = %g, must be finite and >= 0 (0 = off)",
+                 double(d.softcap));
+    if (!chk.failed() && d.dsinks && !d.sinks)
+        chk.fail(ATTN_INVALID_ARGUMENT,
+                 "desc->dsinks = %p, must be NULL when desc->sinks is NULL", (void *)d.dsinks);
+    if (!d.block_table) return;
+    chk.at_least(d.page_size, 1, "desc->page_size");
+    chk.at_least(d.num_pages, 1, "desc->num_pages");
+    if (!chk.failed()) {
+        const int64_t pages = (d.len_kv + d.page_size - 1) / d.page_size;
+        if (d.block_table_stride < pages)
+            chk.fail(ATTN_INVALID_ARGUMENT,
+                     "desc->block_table_stride = %lld, must be >= ceil(desc->len_kv / "
+                     "desc->page_size) = %lld",
+                     (long long)d.block_table_stride, (long long)pages);
+    }
+}
+
+// The values of the new per-head and paging arrays (after their spans were checked): slopes
+// finite, sinks finite or -inf, every page id in use in [0, num_pages).
+void check_model_values(checker &chk, const attn_sdpa_desc &d) {
+    for (int64_t h = 0; d.alibi_slopes && h < d.heads_q && !chk.failed(); ++h)
+        if (!std::isfinite(d.alibi_slopes[h]))
+            chk.fail(ATTN_INVALID_ARGUMENT, "desc->alibi_slopes[%lld] = %g, must be finite",
+                     (long long)h, double(d.alibi_slopes[h]));
+    for (int64_t h = 0; d.sinks && h < d.heads_q && !chk.failed(); ++h)
+        if (std::isnan(d.sinks[h]) || d.sinks[h] == INFINITY)
+            chk.fail(ATTN_INVALID_ARGUMENT,
+                     "desc->sinks[%lld] = %g, must be finite or -INFINITY (no sink)", (long long)h,
+                     double(d.sinks[h]));
+    if (!d.block_table || chk.failed()) return;
+    for (int64_t b = 0; b < d.batch && !chk.failed(); ++b) {
+        // the pages holding keys j < kv_len[b] (all j < len_kv without kv_len)
+        const int64_t keys = d.kv_len ? d.kv_len[b] : d.len_kv;
+        const int64_t used = (keys + d.page_size - 1) / d.page_size;
+        for (int64_t e = 0; e < used; ++e) {
+            const int32_t id = d.block_table[b * d.block_table_stride + e];
+            if (id < 0 || id >= d.num_pages) {
+                chk.fail(ATTN_INVALID_ARGUMENT,
+                         "desc->block_table[%lld * %lld + %lld] = %d (batch %lld, entry %lld), "
+                         "must be in [0, desc->num_pages = %lld)",
+                         (long long)b, (long long)d.block_table_stride, (long long)e, id,
+                         (long long)b, (long long)e, (long long)d.num_pages);
+                return;
+            }
+        }
+    }
 }
 
 // The rules on the desc itself, shared by forward and backward: sizes, grouping, strides,
@@ -48,12 +103,19 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
     chk.layout_strides(d.out, "desc->out");
     if (d.mask) chk.layout_strides(d.mask_strides, "desc->mask_strides");
     chk.finite(d.scale, "desc->scale");
-    chk.enum_value(enum_int(d.causal), ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT, "desc->causal",
-                   "ATTN_CAUSAL_NONE (0), ATTN_CAUSAL_TOP_LEFT (1) or ATTN_CAUSAL_BOTTOM_RIGHT (2)");
+    chk.enum_value(enum_int(d.causal), ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN,
+                   "desc->causal",
+                   "ATTN_CAUSAL_NONE (0), ATTN_CAUSAL_TOP_LEFT (1), ATTN_CAUSAL_BOTTOM_RIGHT (2) "
+                   "or ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN (3)");
+    if (!chk.failed() && enum_int(d.causal) == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN && !d.kv_len)
+        chk.fail(ATTN_INVALID_ARGUMENT,
+                 "desc->causal = ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN (3) needs desc->kv_len, which is "
+                 "NULL");
     chk.probability(d.dropout_p, "desc->dropout_p");
     chk.dtype(d.q_type, "desc->q_type");
     chk.dtype(d.kv_type, "desc->kv_type");
     chk.dtype(d.out_type, "desc->out_type");
+    check_model_fields(chk, d);
 
     // Element counts of every logical tensor (scratch in the drivers is sized by these).
     const int64_t q_dims[] = {d.batch, d.heads_q, d.len_q, d.dim_qk};
@@ -83,15 +145,28 @@ sdpa_tensors input_tensors(checker &chk, const attn_sdpa_desc &d, const void *q,
     const int64_t kv_bytes = int64_t(attn_dtype_size(d.kv_type));
     const int64_t out_bytes = int64_t(attn_dtype_size(d.out_type));
     t.q = bhsd_tensor("q", q, d.batch, d.heads_q, d.len_q, d.dim_qk, d.q, q_bytes);
-    t.k = bhsd_tensor("k", k, d.batch, d.heads_kv, d.len_kv, d.dim_qk, d.k, kv_bytes);
-    t.v = bhsd_tensor("v", v, d.batch, d.heads_kv, d.len_kv, d.dim_v, d.v, kv_bytes);
+    // paged K/V: a pool of num_pages pages of page_size rows (the layouts' batch stride apart)
+    const int64_t kv_outer = d.block_table ? d.num_pages : d.batch;
+    const int64_t kv_seq = d.block_table ? d.page_size : d.len_kv;
+    t.k = bhsd_tensor("k", k, kv_outer, d.heads_kv, kv_seq, d.dim_qk, d.k, kv_bytes);
+    t.v = bhsd_tensor("v", v, kv_outer, d.heads_kv, kv_seq, d.dim_v, d.v, kv_bytes);
     t.out = bhsd_tensor(out_name, out, d.batch, d.heads_q, d.len_q, d.dim_v, d.out, out_bytes);
     if (d.mask)
         t.mask = bhsd_tensor("desc->mask", d.mask, d.batch, d.heads_q, d.len_q, d.len_kv,
                              d.mask_strides);
     if (d.kv_len) t.kv_len = vector_tensor("desc->kv_len", d.kv_len, d.batch);
-    for (tensor_ref *x : {&t.q, &t.k, &t.v, &t.out, &t.mask, &t.kv_len}) chk.span(*x);
+    if (d.alibi_slopes)
+        t.alibi_slopes = vector_tensor("desc->alibi_slopes", d.alibi_slopes, d.heads_q);
+    if (d.sinks) t.sinks = vector_tensor("desc->sinks", d.sinks, d.heads_q);
+    if (d.block_table)
+        t.block_table = matrix_tensor("desc->block_table", d.block_table, d.batch,
+                                      (d.len_kv + d.page_size - 1) / d.page_size,
+                                      d.block_table_stride);
+    for (tensor_ref *x : {&t.q, &t.k, &t.v, &t.out, &t.mask, &t.kv_len, &t.alibi_slopes,
+                          &t.sinks, &t.block_table})
+        chk.span(*x);
     chk.each_in_range(d.kv_len, d.batch, 0, d.len_kv, "desc->kv_len", "desc->len_kv");
+    check_model_values(chk, d);
     return t;
 }
 
@@ -124,7 +199,8 @@ attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
     chk.span(lse);
     chk.injective(t.out, "desc->out");
     // Outputs: out, weights, lse. None may overlap an input or another output.
-    chk.outputs_disjoint({&t.out, &weights, &lse}, {&t.q, &t.k, &t.v, &t.mask, &t.kv_len});
+    chk.outputs_disjoint({&t.out, &weights, &lse}, {&t.q, &t.k, &t.v, &t.mask, &t.kv_len,
+                                                   &t.alibi_slopes, &t.sinks, &t.block_table});
     if (chk.failed()) return chk.status();
 
     attn::ops::sdpa(exec_for(context_or_default(ctx)), *d, q, k, v, out);
@@ -140,6 +216,11 @@ attn_status sdpa_backward(const char *fn, attn_context *ctx, const attn_sdpa_des
     if (chk.failed()) return chk.status();
     check_desc(chk, *d);
     require_f32_types(chk, *d);
+    if (!chk.failed() && d->block_table)
+        chk.fail(ATTN_UNSUPPORTED,
+                 "desc->block_table = %p: paged K/V is forward only, the backward does not "
+                 "support it (pass contiguous K/V)",
+                 (const void *)d->block_table);
     if (chk.failed()) return chk.status();
 
     sdpa_tensors t = input_tensors(chk, *d, q, k, v, out, "out");
@@ -154,12 +235,15 @@ attn_status sdpa_backward(const char *fn, attn_context *ctx, const attn_sdpa_des
     tensor_ref t_dq = bhsd_tensor("dq", dq, d->batch, d->heads_q, d->len_q, d->dim_qk, d->q);
     tensor_ref t_dk = bhsd_tensor("dk", dk, d->batch, d->heads_kv, d->len_kv, d->dim_qk, d->k);
     tensor_ref t_dv = bhsd_tensor("dv", dv, d->batch, d->heads_kv, d->len_kv, d->dim_v, d->v);
-    for (tensor_ref *x : {&t_dout, &t_lse, &t_dq, &t_dk, &t_dv}) chk.span(*x);
+    tensor_ref t_dsinks;
+    if (d->dsinks) t_dsinks = vector_tensor("desc->dsinks", d->dsinks, d->heads_q);
+    for (tensor_ref *x : {&t_dout, &t_lse, &t_dq, &t_dk, &t_dv, &t_dsinks}) chk.span(*x);
     chk.injective(t_dq, "desc->q");
     chk.injective(t_dk, "desc->k");
     chk.injective(t_dv, "desc->v");
-    chk.outputs_disjoint({&t_dq, &t_dk, &t_dv},
-                         {&t.q, &t.k, &t.v, &t.out, &t_dout, &t_lse, &t.mask, &t.kv_len});
+    chk.outputs_disjoint({&t_dq, &t_dk, &t_dv, &t_dsinks},
+                         {&t.q, &t.k, &t.v, &t.out, &t_dout, &t_lse, &t.mask, &t.kv_len,
+                          &t.alibi_slopes, &t.sinks});
     if (chk.failed()) return chk.status();
 
     attn::ops::sdpa_backward(exec_for(context_or_default(ctx)), *d, q, k, v, out, dout, lse, dq,
@@ -191,6 +275,12 @@ void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads, int64_
     d->scale = dim > 0 ? float(1.0 / std::sqrt(double(dim))) : 1.0f;
     d->causal = ATTN_CAUSAL_NONE;
     d->q_type = d->kv_type = d->out_type = ATTN_DTYPE_F32;
+    d->window_left = d->window_right = -1;
+    d->softcap = 0.0f;
+    d->alibi_slopes = d->sinks = nullptr;
+    d->dsinks = nullptr;
+    d->block_table = nullptr;
+    d->block_table_stride = d->page_size = d->num_pages = 0;
 }
 
 attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d, const float *q,

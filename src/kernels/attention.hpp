@@ -3,9 +3,11 @@
 // One call of attention_forward_tile handles a tile of at most br query rows of one
 // (batch, query head) and streams the keys in tiles of bc:
 //   S  = (scale Q) K_tile^T                      register-blocked, K packed in panels of nr
-//   S += mask; hidden keys (causal, range) -> -inf
-//   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P   (online softmax;
-//   l kept lane-wise and summed across the lanes once at the end)
+//   S  = softcap, + mask, - ALiBi (attention_scores.hpp); hidden keys (window, causal,
+//        kv_len) -> -inf, and key tiles or panels hidden from every row never computed
+//   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P   (online softmax
+//   starting from m = sink, l = 1 with a sink; l kept lane-wise and summed across the lanes
+//   once at the end)
 //   P *= dropout factors
 //   O  = O exp(m - m') + P V_tile                V rows as whole vectors of dim_v
 // and finally out = O / l, lse = m + log l. Only the br x bc tile S is ever stored.
@@ -21,9 +23,10 @@
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_merge.hpp"
 #include "kernels/attention_micro.hpp"
+#include "kernels/attention_pack.hpp"
+#include "kernels/attention_score_row.hpp"
 #include "kernels/elements.hpp"
 #include "kernels/vec_math.hpp"
-#include "ref/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
 
 namespace attn::kernels {
 
@@ -61,127 +64,14 @@ struct scratch_layout {
 
 // ---- tile steps -------------------------------------------------------------------------
 
-// Rows this far ahead are prefetched while copying or packing K and V.
-inline constexpr int64_t pack_prefetch_rows = 8;
-
-// Asks for the cache lines of row[0 .. count) (elements of T), for reading or (Write) for
-// writing.
-template <class Arch, bool Write, class T>
-inline void prefetch_row(const T *row, int64_t count) {
-    constexpr int64_t per_line = 64 / sizeof(T);
-    for (int64_t i = 0; i < count; i += per_line) __builtin_prefetch(row + i, Write ? 1 : 0, 3);
-    if (count > 0) __builtin_prefetch(row + count - 1, Write ? 1 : 0, 3);
-}
-
-// The same for a row of type t at element offset i of base.
-template <class Arch, bool Write>
-inline void prefetch_row(const void *base, attn_dtype t, int64_t i, int64_t count) {
-    if (t == ATTN_DTYPE_F32)
-        prefetch_row<Arch, Write>(static_cast<const float *>(base) + i, count);
-    else
-        prefetch_row<Arch, Write>(static_cast<const uint16_t *>(base) + i, count);
-}
-
-// r[0..16) = the 16 x 16 block's rows in, its columns out (AVX-512): interleave pairs of
-// rows, then pairs of pairs, then 128-bit quarters twice.
+// S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels of
+// the key tile at j0, and score_max[r][0..W) the lane-wise max of row r's computed scores
+// (NaN left out). A (row block, panel) pair hidden from every row of the block (window,
+// causal limit) is skipped, and only the key vectors up to the block's last row's limit
+// are computed: the scores outside them are never read.
 template <class Arch>
-inline void transpose_16x16(xsimd::batch<float, Arch> *r) {
-    using reg = typename xsimd::batch<float, Arch>::register_type;  // __m512
-    reg t[16], u[16];
-    for (int k = 0; k < 8; ++k) {
-        t[2 * k] = _mm512_unpacklo_ps(reg(r[2 * k]), reg(r[2 * k + 1]));
-        t[2 * k + 1] = _mm512_unpackhi_ps(reg(r[2 * k]), reg(r[2 * k + 1]));
-    }
-    for (int k = 0; k < 4; ++k) {  // u[4k + j]: column 4q + j of rows 4k..4k+3 in quarter q
-        u[4 * k + 0] = _mm512_shuffle_ps(t[4 * k + 0], t[4 * k + 2], 0x44);
-        u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k + 0], t[4 * k + 2], 0xEE);
-        u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-        u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; ++j) {
-        const reg w0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
-        const reg w1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
-        const reg w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-        const reg w3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
-        r[j] = _mm512_shuffle_f32x4(w0, w2, 0x88);
-        r[4 + j] = _mm512_shuffle_f32x4(w1, w3, 0x88);
-        r[8 + j] = _mm512_shuffle_f32x4(w0, w2, 0xDD);
-        r[12 + j] = _mm512_shuffle_f32x4(w1, w3, 0xDD);
-    }
-}
-
-// Panels of nr keys, [dim][nr] each, from rows k + j * k_ld (j < keys; zero for j >= keys),
-// elements of type E widened to f32. On AVX-512, 16 keys x 16 dims at a time through a
-// register transpose (16 loads and 16 stores instead of 256 of each); elsewhere, and at the
-// edges, element by element.
-template <class Arch, class E>
-void pack_k_panels(const typename E::storage *k, int64_t k_ld, int64_t keys, int64_t dim,
-                   int64_t panels, float *packed) {
-    constexpr int nr = panel_keys<Arch>;
-    for (int64_t p = 0; p < panels; ++p) {
-        float *panel = packed + p * nr * dim;
-        int n = 0;
-        if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-            for (; n + 16 <= nr && p * nr + n + 16 <= keys; n += 16) {
-                const int64_t j0 = p * nr + n;
-                // K comes from far caches or memory: fetch the next 16 rows meanwhile
-                for (int64_t i = 0; i < 16 && j0 + 16 + i < keys; ++i)
-                    prefetch_row<Arch, false>(k + (j0 + 16 + i) * k_ld, dim);
-                int64_t d = 0;
-                for (; d + 16 <= dim; d += 16) {
-                    xsimd::batch<float, Arch> r[16];
-                    for (int i = 0; i < 16; ++i) r[i] = widen<Arch, E>(k + (j0 + i) * k_ld + d);
-                    transpose_16x16<Arch>(r);
-                    for (int c = 0; c < 16; ++c) r[c].store_unaligned(panel + (d + c) * nr + n);
-                }
-                for (; d < dim; ++d)
-                    for (int i = 0; i < 16; ++i)
-                        panel[d * nr + n + i] = widen_one<Arch, E>(k + (j0 + i) * k_ld + d);
-            }
-        }
-        for (; n < nr; ++n) {
-            const int64_t j = p * nr + n;
-            if (j < keys) {
-                const typename E::storage *row = k + j * k_ld;
-                // K comes from far caches or memory, one row at a time: fetch rows ahead
-                if (j + pack_prefetch_rows < keys)
-                    prefetch_row<Arch, false>(row + pack_prefetch_rows * k_ld, dim);
-                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = widen_one<Arch, E>(row + d);
-            } else {
-                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = 0.0f;
-            }
-        }
-    }
-}
-
-// The same with K's type known at run time; k at key 0 of the rows to pack.
-template <class Arch>
-void pack_k_panels(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys, int64_t dim,
-                   int64_t panels, float *packed) {
-    switch (k_type) {
-    case ATTN_DTYPE_BF16:
-        pack_k_panels<Arch, bf16_elements>(static_cast<const uint16_t *>(k), k_ld, keys, dim,
-                                           panels, packed);
-        break;
-    case ATTN_DTYPE_F16:
-        pack_k_panels<Arch, f16_elements>(static_cast<const uint16_t *>(k), k_ld, keys, dim,
-                                          panels, packed);
-        break;
-    default:
-        pack_k_panels<Arch, f32_elements>(static_cast<const float *>(k), k_ld, keys, dim, panels,
-                                          packed);
-        break;
-    }
-}
-
-// S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels, and
-// score_max[r][0..W) the lane-wise max of row r's computed scores (NaN left out).
-// Column c is visible to row r only if c <= r + last_col0 (causal); a (row block, panel)
-// pair entirely past that is skipped, and on the diagonal only the key vectors the block's
-// last row sees are computed: the scores past them are never read.
-template <class Arch>
-void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels_at,
-                 int64_t panels, int64_t last_col0, float *s, float *score_max) {
+void tile_scores(const attention_tile &t, int64_t j0, const float *qs, int64_t dim, int64_t rows,
+                 const float *panels_at, int64_t panels, float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int nr = panel_keys<Arch>;
@@ -191,9 +81,8 @@ void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels
     for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
         for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
             const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
-            const int64_t seen = r0 + rr + last_col0 - p * nr;  // keys of the panel in view
-            if (seen <= 0) continue;
-            const int vectors = seen >= nr ? blk::nr_vectors : static_cast<int>((seen + W - 1) / W);
+            const int vectors = panel_vectors<Arch>(t, r0, rr, j0, p * nr);
+            if (vectors == 0) continue;
             score_block_rows<Arch, blk::mr_s>(rr, vectors, qs + r0 * dim, dim,
                                               panels_at + p * nr * dim, dim,
                                               s + r0 * blk::bc + p * nr, blk::bc,
@@ -201,88 +90,20 @@ void tile_scores(const float *qs, int64_t dim, int64_t rows, const float *panels
         }
 }
 
-// Row r of S for keys j0 + c, c < visible: adds the mask, sets lanes c >= visible to -inf,
-// returns the row max (-inf when visible == 0, NaN when a score is NaN). Only the first
-// round_up(visible, W) columns are touched.
-template <class Arch>
-float mask_score_row(float *s_row, int64_t visible, const float *mask_row) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = lanes<Arch>;
-    const float neg_inf = -std::numeric_limits<float>::infinity();
-    const fbatch index = lane_index<Arch>();
-    fbatch row_max(neg_inf);
-    xsimd::batch_bool<float, Arch> nan_seen(false);
-    for (int64_t c = 0; c < visible; c += W) {
-        fbatch x = fbatch::load_aligned(s_row + c);
-        if (mask_row) {
-            if (c + W <= visible) {
-                x += fbatch::load_unaligned(mask_row + c);
-            } else {
-                alignas(64) float part[W] = {};
-                for (int64_t i = 0; i < visible - c; ++i) part[i] = mask_row[c + i];
-                x += fbatch::load_aligned(part);
-            }
-        }
-        if (c + W > visible)
-            x = xsimd::select(index < fbatch(static_cast<float>(visible - c)), x, fbatch(neg_inf));
-        x.store_aligned(s_row + c);
-        row_max = xsimd::max(x, row_max);  // x86 max returns its second operand on NaN
-        nan_seen = nan_seen | xsimd::isnan(x);
-    }
-    if (xsimd::any(nan_seen)) return std::numeric_limits<float>::quiet_NaN();
-    return reduce_max<Arch>(row_max);
-}
-
-// p *= dropout factor of keys j0 + c .. j0 + c + W - 1 for a row whose generator key is
-// row_key: fmix32(row_key ^ j * column_multiplier) < threshold drops (as dropout::dropped).
-template <class Arch>
-inline xsimd::batch<float, Arch> apply_dropout(const xsimd::batch<float, Arch> &p,
-                                               uint32_t row_key, int64_t j, uint32_t threshold,
-                                               float keep) {
-    using fbatch = xsimd::batch<float, Arch>;
-    using ubatch = xsimd::batch<uint32_t, Arch>;
-    using ibatch = xsimd::batch<int32_t, Arch>;
-    alignas(64) static constexpr uint32_t index[16] = {0, 1, 2,  3,  4,  5,  6,  7,
-                                                       8, 9, 10, 11, 12, 13, 14, 15};
-    const ubatch cols = ubatch(static_cast<uint32_t>(j)) + ubatch::load_aligned(index);
-    ubatch x = ubatch(row_key) ^ (cols * ubatch(dropout::column_multiplier));
-    x ^= x >> 16;
-    x *= ubatch(0x85ebca6bU);
-    x ^= x >> 13;
-    x *= ubatch(0xc2b2ae35U);
-    x ^= x >> 16;
-    // Unsigned x >= threshold, as a signed compare after flipping the sign bits.
-    const ibatch xs = xsimd::bitwise_cast<ibatch>(x ^ ubatch(0x80000000U));
-    const ibatch ts(static_cast<int32_t>(threshold ^ 0x80000000U));
-    const ibatch keep_bits = xsimd::select(xs >= ts, xsimd::bitwise_cast<ibatch>(fbatch(keep)),
-                                           ibatch(0));
-    return p * xsimd::bitwise_cast<fbatch>(keep_bits);
-}
-
-template <class Arch>
-inline int64_t visible_keys(const attention_tile &t, int64_t r, int64_t j0, int64_t cols) {
-    int64_t n = t.first_row + r + t.causal_offset + 1 - j0;  // keys j0 .. j0+n-1 pass causal
-    if (n > cols) n = cols;
-    return n < 0 ? 0 : n;
-}
-
 // V rows for keys j0 .. j0+keys-1 readable as full f32 vectors: in place when they are
 // (f32, and padded or dim_v a whole number of vectors), else widened, zero padded, into the
 // scratch.
+// (Paged rows are always copied: the same values, so the same bits, as in place.)
 template <class Arch>
 const float *v_tile_rows(const attention_tile &t, int64_t j0, int64_t keys, float *v_pad,
                          int64_t *ldv) {
     constexpr int W = lanes<Arch>;
-    if (t.v_type == ATTN_DTYPE_F32 && (t.v_padded || t.dim_v % W == 0)) {
-        *ldv = t.v_ld;
-        return static_cast<const float *>(t.v) + j0 * t.v_ld;
+    if (t.v.type == ATTN_DTYPE_F32 && !t.v.pages && (t.v_padded || t.dim_v % W == 0)) {
+        *ldv = t.v.ld;
+        return t.v.row_as<float>(j0);
     }
     const int64_t dv_pad = round_up(t.dim_v, W);
-    for (int64_t j = 0; j < keys; ++j) {
-        float *dst = v_pad + j * dv_pad;
-        widen_row<Arch>(element_at(t.v, t.v_type, (j0 + j) * t.v_ld), t.v_type, t.dim_v, dst);
-        for (int64_t c = t.dim_v; c < dv_pad; ++c) dst[c] = 0.0f;
-    }
+    pad_v_rows<Arch>(t.v, j0, keys, t.dim_v, v_pad, dv_pad);
     *ldv = dv_pad;
     return v_pad;
 }
@@ -313,12 +134,11 @@ inline float dot(const float *a, const void *b, attn_dtype b_type, int64_t n) {
 // S[r, c] = qs[r, :] . K[j0 + c, :] for c < cols, straight from the K rows (k at key j0):
 // for a few query rows (decoding) packing K would cost more than the products themselves.
 template <class Arch>
-void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const void *k,
-                        attn_dtype k_type, int64_t k_ld, int64_t cols, float *s) {
+void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const kv_rows &k, int64_t j0,
+                        int64_t cols, float *s) {
     for (int64_t c = 0; c < cols; ++c)
         for (int64_t r = 0; r < rows; ++r)
-            s[r * attention_blocking<Arch>::bc + c] =
-                dot<Arch>(qs + r * dim, element_at(k, k_type, c * k_ld), k_type, dim);
+            s[r * attention_blocking<Arch>::bc + c] = dot<Arch>(qs + r * dim, k.row(j0 + c), k.type, dim);
 }
 
 // S = (scale Q) K^T for the keys j0 .. j0+cols-1: K from the packed head, or straight from
@@ -329,54 +149,17 @@ bool tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64
                      float *s, float *k_buf, float *score_max) {
     constexpr int nr = panel_keys<Arch>;
     const int64_t panels = (cols + nr - 1) / nr;
-    const int64_t last_col0 = t.first_row + t.causal_offset - j0;
-    const void *k_at = element_at(t.k, t.k_type, j0 * t.k_ld);
     if (t.k_packed) {
-        tile_scores<Arch>(qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk, panels,
-                          last_col0, s, score_max);
+        tile_scores<Arch>(t, j0, qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk,
+                          panels, s, score_max);
     } else if (t.rows <= attention_direct_rows) {
-        tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, k_at, t.k_type, t.k_ld, cols, s);
+        tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, t.k, j0, cols, s);
         return false;
     } else {
-        pack_k_panels<Arch>(k_at, t.k_type, t.k_ld, t.len_kv - j0, t.dim_qk, panels, k_buf);
-        tile_scores<Arch>(qs, t.dim_qk, t.rows, k_buf, panels, last_col0, s, score_max);
+        pack_k_panels<Arch>(t.k, j0, t.len_kv, t.dim_qk, panels, k_buf);
+        tile_scores<Arch>(t, j0, qs, t.dim_qk, t.rows, k_buf, panels, s, score_max);
     }
     return true;
-}
-
-// The running row max after a tile whose max is x: a NaN x (a NaN score: NaN in q, k or the
-// mask) makes it NaN, so the row becomes NaN rather than reading as "nothing visible".
-template <class Arch>
-inline float running_max(float m, float x) { return x > m || x != x ? x : m; }
-
-// Row r's first `visible` scores of the key tile at j0 become P = e^(S - m) in place, times the dropout factors when t drops; returns the lane-wise sum of P (taken
-// before dropout). Whole vectors: scores past `visible` in the last one must be -inf.
-template <class Arch>
-xsimd::batch<float, Arch> exp_scores_row(float *s_row, int64_t visible, float m,
-                                         const attention_tile &t, int64_t r, int64_t j0) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = lanes<Arch>;
-    // e^(S - m) by exp on the unrounded difference: 2^((S - m) log2e) rounds the product, an
-    // error of |S - m| 2^-24 in the exponent (and log2e's own rounding, 1.3e-8 relative), which
-    // for scores of magnitude ~100 is several times the rounding of S itself.
-    const fbatch shift(m);
-    fbatch sum(0.0f);
-    if (!t.dropout_keys) {
-        for (int64_t c = 0; c < visible; c += W) {
-            const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
-            sum += p;
-            p.store_aligned(s_row + c);
-        }
-    } else {
-        const uint32_t key = t.dropout_keys[r];
-        for (int64_t c = 0; c < visible; c += W) {
-            const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
-            sum += p;
-            apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold, t.dropout_keep)
-                .store_aligned(s_row + c);
-        }
-    }
-    return sum;
 }
 
 // out = O / l, lse = m + log l for every row of the tile (O rows dv_pad apart); a row with
@@ -432,20 +215,27 @@ void pv_tile_f32(const attention_tile &t, int64_t j0, int64_t cols, const float 
         const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
         for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
             const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
-            // the keys every row of the block sees, for the whole block; then, near the
-            // causal diagonal, each row's few further keys alone: a key hidden from a row
-            // is never read for it (a NaN or inf in its V row cannot leak backwards)
-            const int64_t shared = visible_keys<Arch>(t, r0, j0, cols);
-            pv_block_any<Arch, blk::mr_o>(rr, nvec, s + r0 * blk::bc, blk::bc, shared,
-                                          v_at + c0 * W, ldv, o + r0 * dv_pad + c0 * W, dv_pad,
-                                          rescale + r0);
-            for (int64_t r = r0 + 1; r < r0 + rr; ++r) {
-                const int64_t more = visible_keys<Arch>(t, r, j0, cols) - shared;
-                if (more <= 0) continue;
-                pv_block_vectors<Arch, 1, blk::nv>(nvec, s + r * blk::bc + shared, blk::bc, more,
-                                                   v_at + shared * ldv + c0 * W, ldv,
-                                                   o + r * dv_pad + c0 * W, dv_pad,
-                                                   &unit_rescale);
+            // the keys every row of the block sees, for the whole block (and its rescale);
+            // then each row's further keys alone, near the causal diagonal and the window's
+            // left edge: a key hidden from a row is never read for it (a NaN or inf in its V
+            // row cannot leak into the row)
+            const key_range shared = shared_columns(t, r0, r0 + rr, j0, cols);
+            const strided_rows<float> v_rows{v_at, ldv};
+            pv_block_any<Arch, blk::mr_o, f32_elements>(
+                rr, nvec, s + r0 * blk::bc + shared.lo, blk::bc, shared.hi - shared.lo,
+                v_rows.from(shared.lo, c0 * W), o + r0 * dv_pad + c0 * W, dv_pad, rescale + r0);
+            for (int64_t r = r0; r < r0 + rr; ++r) {
+                const key_range own = tile_columns(t, r, j0, cols);
+                const key_range parts[2] = {
+                    {own.lo, shared.hi > shared.lo ? shared.lo : own.hi},
+                    {shared.hi > shared.lo ? shared.hi : own.hi, own.hi}};
+                for (const key_range &part : parts) {
+                    if (part.hi <= part.lo) continue;
+                    pv_block_vectors<Arch, 1, blk::nv, f32_elements>(
+                        nvec, s + r * blk::bc + part.lo, blk::bc, part.hi - part.lo,
+                        v_rows.from(part.lo, c0 * W), o + r * dv_pad + c0 * W, dv_pad,
+                        &unit_rescale);
+                }
             }
         }
     }
@@ -478,26 +268,19 @@ int64_t attention_scratch_floats(int64_t dim_qk, int64_t dim_v) {
     return attention_detail::scratch_layout<Arch>(dim_qk, dim_v).total;
 }
 
-// The packed K of one head: panels of nr keys (see attention_tile::k_packed), from rows of
-// k_type.
+// The packed K of one head: panels of nr keys (see attention_tile::k_packed) from key rows
+// first .. keys_end - 1 (zero past them), through the addressing function.
 template <class Arch>
-void attention_pack_k(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
-                      int64_t dim_qk, int64_t panels, float *packed) {
-    attention_detail::pack_k_panels<Arch>(k, k_type, k_ld, keys, dim_qk, panels, packed);
+void attention_pack_k(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
+                      int64_t panels, float *packed) {
+    attention_detail::pack_k_panels<Arch>(k, first, keys_end, dim_qk, panels, packed);
 }
 
-// V rows [keys x dim_v] of v_type widened into padded[j * padded_ld] (f32), zero to padded_ld.
+// V rows first .. first+keys-1 widened into padded[j * padded_ld] (f32), zero to padded_ld.
 template <class Arch>
-void attention_pad_v(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys,
-                     int64_t dim_v, float *padded, int64_t padded_ld) {
-    using namespace attention_detail;
-    for (int64_t j = 0; j < keys; ++j) {
-        float *dst = padded + j * padded_ld;
-        if (j + pack_prefetch_rows < keys)
-            prefetch_row<Arch, false>(v, v_type, (j + pack_prefetch_rows) * v_ld, dim_v);
-        widen_row<Arch>(element_at(v, v_type, j * v_ld), v_type, dim_v, dst);
-        for (int64_t c = dim_v; c < padded_ld; ++c) dst[c] = 0.0f;
-    }
+void attention_pad_v(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, float *padded,
+                     int64_t padded_ld) {
+    attention_detail::pad_v_rows<Arch>(v, first, keys, dim_v, padded, padded_ld);
 }
 
 template <class Arch, class Scores>
@@ -523,11 +306,15 @@ void attention_forward_tile_with(const attention_tile &t) {
 
     Scores::load_q(t, qs);
     for (int64_t i = 0; i < t.rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
-    // all br rows, so the rescale below runs on whole vectors (rows past t.rows stay empty)
+    // all br rows, so the rescale below runs on whole vectors (rows past t.rows stay empty);
+    // a row with a sink starts from it: m = sink, l = e^(sink - m) = 1 (in lane 0)
     for (int64_t r = 0; r < blk::br; ++r) {
-        m[r] = m_prev[r] = neg_inf;
+        const float sink = r < t.rows ? row_sink(t, r) : neg_inf;
+        m[r] = m_prev[r] = sink;
         fbatch(0.0f).store_aligned(l_lanes + r * W);
+        if (sink != neg_inf) l_lanes[r * W] = 1.0f;
     }
+    const bool plain_scores = !has_score_terms(t) && !t.mask;
 
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
@@ -545,25 +332,28 @@ void attention_forward_tile_with(const attention_tile &t) {
                     prefetch_row<Arch, false>(t.next_q, t.q_type, r * t.q_ld, t.dim_qk);
             }
             float *s_row = s + r * blk::bc;
-            const int64_t visible = visible_keys<Arch>(t, r, j0, cols);
+            const key_range seen = tile_columns(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
-            // every key visible and unmasked: the max from S = Q K^T stands; else (or when
-            // it is -inf: all scores -inf or NaN) a pass over the row masks it and finds it
+            // every key visible, plain scaled scores: the max from S = Q K^T stands; else (or
+            // when it is -inf: all scores -inf or NaN) a pass over the row applies the score
+            // definition (softcap, mask, ALiBi, hiding) and finds it
             float tile_max = neg_inf;
-            if (maxima && !mask_row && visible == cols)
+            if (maxima && plain_scores && seen.lo == 0 && seen.hi == cols)
                 tile_max = reduce_max<Arch>(fbatch::load_aligned(score_max + r * W));
-            if (tile_max == neg_inf) tile_max = mask_score_row<Arch>(s_row, visible, mask_row);
+            if (tile_max == neg_inf) tile_max = finish_score_row<Arch>(t, r, s_row, seen, mask_row, j0);
             const float m_new = running_max<Arch>(m[r], tile_max);
-            int64_t c = 0;
+            int64_t from = 0, to = 0;  // the vectors holding P; zero elsewhere
             m_prev[r] = m[r];
             fbatch sum(0.0f);
             if (m_new != neg_inf) {  // else nothing visible yet: P = 0, O stays 0
-                sum = exp_scores_row<Arch>(s_row, visible, m_new, t, r, j0);
-                c = round_up(visible, W);
+                sum = exp_scores_row<Arch>(s_row, seen, m_new, t, r, j0);
+                from = seen.lo / W * W;
+                to = seen.hi > seen.lo ? round_up(seen.hi, W) : from;
                 m[r] = m_new;
             }
             sum.store_aligned(tile_lanes + r * W);
-            for (; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
+            for (int64_t c = 0; c < from; c += W) fbatch(0.0f).store_aligned(s_row + c);
+            for (int64_t c = to; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
         }
         // rescale = e^(m - m') (1 while nothing is visible), for W rows at once; then
         // l = l rescale + sum P, lane-wise per row
@@ -616,7 +406,7 @@ void attention_weights_tile_with(const attention_tile &t, float *weights, int64_
     for (int64_t r = 0; r < t.rows; ++r) {
         float *w_row = weights + r * weights_ld;
         for (int64_t j = 0; j < t.key_begin; ++j) w_row[j] = 0.0f;
-        for (int64_t j = t.key_end > t.key_begin ? t.key_end : t.key_begin; j < t.len_kv; ++j)
+        for (int64_t j = t.key_end > t.key_begin ? t.key_end : t.key_begin; j < weights_ld; ++j)
             w_row[j] = 0.0f;
     }
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
@@ -626,21 +416,24 @@ void attention_weights_tile_with(const attention_tile &t, float *weights, int64_
             float *s_row = s + r * blk::bc;
             float *w_row = weights + r * weights_ld + j0;
             const float row_max = after_forward ? m[r] : t.lse[r];
-            const int64_t visible = row_max == neg_inf ? 0 : visible_keys<Arch>(t, r, j0, cols);
+            const key_range seen =
+                row_max == neg_inf ? key_range{0, 0} : tile_columns(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
-            mask_score_row<Arch>(s_row, visible, mask_row);
+            finish_score_row<Arch>(t, r, s_row, seen, mask_row, j0);
             const fbatch shift(row_max), sum(after_forward ? l[r] : 1.0f);
-            int64_t c = 0;
-            for (; c < visible; c += W) {
+            for (int64_t c = 0; c < seen.lo; ++c) w_row[c] = 0.0f;
+            int64_t c = seen.lo / W * W;
+            for (; c < seen.hi; c += W) {
                 const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift) / sum;
-                if (c + W <= cols) {
+                if (c >= seen.lo && c + W <= cols) {
                     p.store_unaligned(w_row + c);
-                } else {  // the tile's last, partial vector
+                } else {  // a vector cut by the window's left edge or the tile's end
                     p.store_aligned(s_row + c);
-                    for (int64_t i = c; i < cols; ++i) w_row[i] = s_row[i];
+                    for (int64_t i = c > seen.lo ? c : seen.lo; i < cols && i < c + W; ++i)
+                        w_row[i] = s_row[i];
                 }
             }
-            for (c = visible; c < cols; ++c) w_row[c] = 0.0f;
+            for (c = seen.hi; c < cols; ++c) w_row[c] = 0.0f;
         }
     }
 }

@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include "attn/attn.h"
+#include "kernels/attention_scores.hpp"
+#include "kernels/kv_rows.hpp"
 
 namespace attn::kernels {
 
@@ -12,14 +14,23 @@ namespace attn::kernels {
 inline constexpr int64_t attention_direct_rows = 4;
 
 // One query tile of one (batch, query head) against the keys [key_begin, key_end):
-//   S = scale * Q K^T + mask, causal / range masking, online softmax, O = softmax(S) V.
+//   S = the scores of attention_scores.hpp (scale, softcap, + mask, - ALiBi), hidden keys
+//   never read, online softmax with the row's sink in the denominator, O = softmax(S) V.
 // The kernel writes, for every row r < rows, the normalised output row and
-// lse[r] = log sum_j exp(S_rj) over the visible keys (-inf, and a zero row, when none is).
+// lse[r] = log (e^sink + sum_j exp(S_rj)) over the visible keys (-inf, and a zero row, when
+// there is neither a visible key nor a sink; with a sink and no visible key: zeros, the sink).
 //
-// Key j is visible to tile row r when key_begin <= j < key_end and
-// j <= first_row + r + causal_offset (use a huge causal_offset for no causal mask).
-// Strides (q_ld, k_ld, v_ld, out_ld) count elements of the row's own type.
+// Key j is visible to tile row r when key_begin <= j < key_end and j lies in
+// visibility.row(query(r)), query(r) = first_row + r (or first_row for every row when
+// rows_are_heads). Strides (q_ld, out_ld, mask_ld) count elements of the row's own type.
 struct attention_tile {
+    // Row r's query index, its head step and its visible keys within [key_begin, key_end).
+    int64_t query(int64_t r) const { return rows_are_heads ? first_row : first_row + r; }
+    int64_t head_step() const { return rows_are_heads ? 1 : 0; }
+    key_range keys_of(int64_t r) const {
+        return visibility.row_within(query(r), key_begin, key_end);
+    }
+
     const void *q;          // row r of Q at q + r * q_ld, dim_qk contiguous elements of q_type
     attn_dtype q_type;
     int64_t q_ld;
@@ -35,17 +46,13 @@ struct attention_tile {
     // The bf16-pair path (attention_bf16.hpp): K packed once per head in its pair panels, or
     // null (packed tile by tile into the scratch).
     const uint16_t *k_pairs;
-    const void *k;
-    attn_dtype k_type;
-    int64_t k_ld;
-    int64_t len_kv;         // keys in the head (K rows that may be read)
+    kv_rows k;              // key j's row: k.row(j), dim_qk elements of k.type (paged or not)
+    int64_t len_kv;         // keys of the batch (K rows that may be read: kv_len or len_kv)
 
-    // V rows at v + j * v_ld, dim_v contiguous elements of v_type; v_padded (f32 only): each
-    // row may be read up to dim_v rounded up to whole vectors (else the kernel copies, and
-    // widens, the tile's rows).
-    const void *v;
-    attn_dtype v_type;
-    int64_t v_ld;
+    // V rows: v.row(j), dim_v elements of v.type; v_padded (f32, not paged): each row may be
+    // read up to dim_v rounded up to whole vectors (else the kernel copies, and widens, the
+    // tile's rows).
+    kv_rows v;
     bool v_padded;
     // The bf16-pair path: V packed once per head as pair rows (attention_bf16.hpp), pair row
     // m (keys 2m, 2m + 1) at v_pairs + m * v_pairs_ld; or null (packed tile by tile). t.v
@@ -55,7 +62,17 @@ struct attention_tile {
 
     int64_t key_begin, key_end;  // key_begin a multiple of blocks.bc
     int64_t first_row;           // query index of tile row 0
-    int64_t causal_offset;
+    key_visibility visibility;   // the window, causal limit and kv_len of the (batch, head)
+    bool rows_are_heads;         // rows are query heads h0 + r of query first_row (decoding
+                                 // with grouped heads): every row sees the same keys
+
+    // Score terms beyond scale (attention_scores.hpp): softcap (0 = off); ALiBi slope and
+    // sink of row r at alibi_slopes[r * head_step], sinks[r * head_step] (head_step 1 when
+    // rows_are_heads, else 0); null = none. Sinks are -inf (none) when split keys leave them
+    // to the merge.
+    float softcap;
+    const float *alibi_slopes;
+    const float *sinks;
 
     const float *mask;      // additive mask on S: row r at mask + r * mask_ld, key j at [j]
     int64_t mask_ld;

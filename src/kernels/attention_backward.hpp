@@ -20,6 +20,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/attention.hpp"
+#include "kernels/kv_rows.hpp"
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_micro.hpp"
 #include "kernels/vec_math.hpp"
@@ -231,9 +232,15 @@ template <class Arch>
 void load_key_tile(const attention_backward_tile &t, const scratch_layout<Arch> &at) {
     constexpr int nr = panel_keys<Arch>;
     float *base = t.scratch;
-    attention_detail::pack_k_panels<Arch, f32_elements>(t.k, t.k_ld, t.keys, t.dim_qk,
+    // the tile's f32 rows as one page (kv_rows.hpp), packed as the forward packs K
+    kv_rows k_rows, v_rows;
+    k_rows.base = t.k;
+    k_rows.ld = t.k_ld;
+    v_rows.base = t.v;
+    v_rows.ld = t.v_ld;
+    attention_detail::pack_k_panels<Arch, f32_elements>(k_rows, 0, t.keys, t.dim_qk,
                                                         backward_bk / nr, base + at.k_panels);
-    attention_detail::pack_k_panels<Arch, f32_elements>(t.v, t.v_ld, t.keys, t.dim_v,
+    attention_detail::pack_k_panels<Arch, f32_elements>(v_rows, 0, t.keys, t.dim_v,
                                                         backward_bk / nr, base + at.v_panels);
     copy_padded<Arch>(t.k, t.k_ld, t.keys, backward_bk, t.dim_qk, 1.0f, base + at.k_rows,
                       at.dk_pad);

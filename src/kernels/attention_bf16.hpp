@@ -58,26 +58,29 @@ inline float ref_widen(const void *row, attn_dtype t, int64_t i) {
 // Panels of bf16 pairs (see the header comment) from rows k + j * k_ld of type k_type,
 // j < keys (zero for j >= keys).
 template <class Arch>
-void pack_k_pairs(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys, int64_t dim,
-                  int64_t panels, uint16_t *packed) {
+void pack_k_pairs(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim, int64_t panels,
+                  uint16_t *packed) {
     constexpr int nr = panel_keys<Arch>;
     const int64_t dp = pairs_of(dim);
-    if (k_type == ATTN_DTYPE_BF16 && dim % 2 == 0 && k_ld % 2 == 0 &&
-        reinterpret_cast<uintptr_t>(k) % 4 == 0) {
+    if (k.type == ATTN_DTYPE_BF16 && dim % 2 == 0 && k.ld % 2 == 0 && k.page_stride % 2 == 0 &&
+        reinterpret_cast<uintptr_t>(k.base) % 4 == 0) {
         // 32-bit words of bf16 pairs transposed as the f32 panels are: bit for bit the same
-        // layout, through the same register transpose.
-        attention_detail::pack_k_panels<Arch, f32_elements>(
-            static_cast<const float *>(k), k_ld / 2, keys, dp, panels,
-            reinterpret_cast<float *>(packed));
+        // layout, through the same register transpose (the rows seen as f32 rows of dp words).
+        kv_rows words = k;
+        words.type = ATTN_DTYPE_F32;
+        words.ld = k.ld / 2;
+        words.page_stride = k.page_stride / 2;
+        attention_detail::pack_k_panels<Arch, f32_elements>(words, first, keys_end, dp, panels,
+                                                            reinterpret_cast<float *>(packed));
         return;
     }
     uint32_t *words = reinterpret_cast<uint32_t *>(packed);
     for (int64_t p = 0; p < panels; ++p)
         for (int n = 0; n < nr; ++n) {
-            const int64_t j = p * nr + n;
-            const void *row = element_at(k, k_type, j * k_ld);
+            const int64_t j = first + p * nr + n;
+            const void *row = j < keys_end ? k.row(j) : nullptr;
             for (int64_t d = 0; d < dp; ++d)
-                words[(p * dp + d) * nr + n] = j < keys ? pair_bits(row, k_type, d, dim) : 0u;
+                words[(p * dp + d) * nr + n] = row ? pair_bits(row, k.type, d, dim) : 0u;
         }
 }
 
@@ -141,9 +144,9 @@ inline void score_block_pairs_any(int rows, int vectors, const uint32_t *q, int6
 // tile_scores (attention.hpp) over bf16-pair panels: causal skipping and the diagonal's
 // partial panels as there.
 template <class Arch>
-void tile_scores_pairs(const uint32_t *q, int64_t pairs, int64_t rows, const uint16_t *panels_at,
-                       int64_t panels, int64_t last_col0, float scale, float *s,
-                       float *score_max) {
+void tile_scores_pairs(const attention_tile &t, int64_t j0, const uint32_t *q, int64_t pairs,
+                       int64_t rows, const uint16_t *panels_at, int64_t panels, float scale,
+                       float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
     constexpr int nr = panel_keys<Arch>;
     constexpr int W = lanes<Arch>;
@@ -152,9 +155,8 @@ void tile_scores_pairs(const uint32_t *q, int64_t pairs, int64_t rows, const uin
     for (int64_t p = 0; p < panels; ++p)
         for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
             const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
-            const int64_t seen = r0 + rr + last_col0 - p * nr;
-            if (seen <= 0) continue;
-            const int vectors = seen >= nr ? blk::nr_vectors : static_cast<int>((seen + W - 1) / W);
+            const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, p * nr);
+            if (vectors == 0) continue;
             score_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors>(
                 rr, vectors, q + r0 * pairs, pairs, panels_at + p * nr * pairs * 2, pairs, scale,
                 s + r0 * blk::bc + p * nr, blk::bc, score_max + r0 * W);
@@ -163,16 +165,17 @@ void tile_scores_pairs(const uint32_t *q, int64_t pairs, int64_t rows, const uin
 
 // V in pairs of keys: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16 (ld dims apart,
 // ld >= dim_v; zero past dim_v and past the last key), so that one 512-bit load is 16 dims of
-// two keys, the operand VDPBF16PS pairs with a broadcast pair of P. From rows v + j * v_ld of
-// type v_type, j < keys.
+// two keys, the operand VDPBF16PS pairs with a broadcast pair of P. From key rows first + j,
+// j < keys, found through the addressing function.
 template <class Arch>
-void pack_v_pairs(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys, int64_t dim_v,
-                  int64_t ld, uint16_t *packed) {
+void pack_v_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
+                  uint16_t *packed) {
+    const attn_dtype v_type = v.type;
     for (int64_t m = 0; m < (keys + 1) / 2; ++m) {
         uint32_t *words = reinterpret_cast<uint32_t *>(packed + m * ld * 2);
-        const void *row0 = element_at(v, v_type, 2 * m * v_ld);
+        const void *row0 = v.row(first + 2 * m);
         const bool second = 2 * m + 1 < keys;
-        const void *row1 = element_at(v, v_type, (2 * m + 1) * v_ld);
+        const void *row1 = second ? v.row(first + 2 * m + 1) : row0;
         int64_t d = 0;
         if (v_type == ATTN_DTYPE_BF16) {  // 16 dims of both rows interleaved in registers
             const uint16_t *a = static_cast<const uint16_t *>(row0);
@@ -271,34 +274,38 @@ void pv_tile_pairs(const attention_tile &t, int64_t j0, int64_t cols, float *s, 
     } else {
         v_pairs = reinterpret_cast<uint16_t *>(v_buf);
         ldv = dv_pad * 2;
-        pack_v_pairs<Arch>(element_at(t.v, t.v_type, j0 * t.v_ld), t.v_type, t.v_ld, cols,
-                           t.dim_v, dv_pad, reinterpret_cast<uint16_t *>(v_buf));
+        pack_v_pairs<Arch>(t.v, j0, cols, t.dim_v, dv_pad, reinterpret_cast<uint16_t *>(v_buf));
     }
+    // the pairs of keys every row of a block sees (both keys of a pair in its shared range)
     const int64_t vectors = dv_pad / W;
     for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
         const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
         for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
             const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
-            const int64_t shared = attention_detail::visible_keys<Arch>(t, r0, j0, cols);
-            pv_block_pairs_any<Arch, blk::mr_o, blk::nv>(rr, nvec, p_words + r0 * ldp, ldp,
-                                                         shared / 2, v_pairs + c0 * W * 2, ldv,
-                                                         o + r0 * dv_pad + c0 * W, dv_pad,
-                                                         rescale + r0);
+            const key_range shared = attention_detail::shared_columns(t, r0, r0 + rr, j0, cols);
+            const int64_t first_pair = (shared.lo + 1) / 2, end_pair = shared.hi / 2;
+            const int64_t pairs = end_pair > first_pair ? end_pair - first_pair : 0;
+            pv_block_pairs_any<Arch, blk::mr_o, blk::nv>(
+                rr, nvec, p_words + r0 * ldp + first_pair, ldp, pairs,
+                v_pairs + first_pair * ldv + c0 * W * 2, ldv, o + r0 * dv_pad + c0 * W, dv_pad,
+                rescale + r0);
         }
     }
-    // the keys of each row past its block's shared pairs, one at a time
+    // each row's keys outside its block's shared pairs, one at a time from the stored rows
     for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
         const int64_t rr = t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o;
-        const int64_t paired = attention_detail::visible_keys<Arch>(t, r0, j0, cols) / 2 * 2;
+        const key_range shared = attention_detail::shared_columns(t, r0, r0 + rr, j0, cols);
+        int64_t paired_lo = (shared.lo + 1) / 2 * 2, paired_hi = shared.hi / 2 * 2;
+        if (paired_hi <= paired_lo) paired_lo = paired_hi = 0;
         for (int64_t r = r0; r < r0 + rr; ++r) {
-            const int64_t visible = attention_detail::visible_keys<Arch>(t, r, j0, cols);
+            const key_range own = attention_detail::tile_columns(t, r, j0, cols);
             const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
             float *o_row = o + r * dv_pad;
-            for (int64_t j = paired; j < visible; ++j) {
+            for (int64_t j = own.lo; j < own.hi; ++j) {
+                if (j >= paired_lo && j < paired_hi) continue;
                 const float p = convert::bf16_to_f32(p16[j]);
-                const void *v_src = element_at(t.v, t.v_type, (j0 + j) * t.v_ld);
-                for (int64_t d = 0; d < t.dim_v; ++d)
-                    o_row[d] += p * ref_widen(v_src, t.v_type, d);
+                const void *v_src = t.v.row(j0 + j);
+                for (int64_t d = 0; d < t.dim_v; ++d) o_row[d] += p * ref_widen(v_src, t.v.type, d);
             }
         }
     }
@@ -326,12 +333,11 @@ struct bf16_scores {
             k_at = t.k_pairs + (j0 / nr) * nr * pairs * 2;
         } else {
             uint16_t *buf = reinterpret_cast<uint16_t *>(k_buf);
-            pack_k_pairs<Arch>(element_at(t.k, t.k_type, j0 * t.k_ld), t.k_type, t.k_ld,
-                               t.len_kv - j0, t.dim_qk, panels, buf);
+            pack_k_pairs<Arch>(t.k, j0, t.len_kv, t.dim_qk, panels, buf);
             k_at = buf;
         }
-        tile_scores_pairs<Arch>(reinterpret_cast<const uint32_t *>(q_region), pairs, t.rows, k_at,
-                                panels, t.first_row + t.causal_offset - j0, t.scale, s, score_max);
+        tile_scores_pairs<Arch>(t, j0, reinterpret_cast<const uint32_t *>(q_region), pairs, t.rows,
+                                k_at, panels, t.scale, s, score_max);
         return true;
     }
     static void pv(const attention_tile &t, int64_t j0, int64_t cols, float *s, float *o,
@@ -345,15 +351,15 @@ struct bf16_scores {
 // ---- entry points (in the kernel table of the bf16 levels) ----------------------------------
 
 template <class Arch>
-void attention_pack_k_bf16(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
-                           int64_t dim_qk, int64_t panels, uint16_t *packed) {
-    attention_bf16_detail::pack_k_pairs<Arch>(k, k_type, k_ld, keys, dim_qk, panels, packed);
+void attention_pack_k_bf16(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
+                           int64_t panels, uint16_t *packed) {
+    attention_bf16_detail::pack_k_pairs<Arch>(k, first, keys_end, dim_qk, panels, packed);
 }
 
 template <class Arch>
-void attention_pack_v_bf16(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys,
-                           int64_t dim_v, int64_t ld, uint16_t *packed) {
-    attention_bf16_detail::pack_v_pairs<Arch>(v, v_type, v_ld, keys, dim_v, ld, packed);
+void attention_pack_v_bf16(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
+                           int64_t ld, uint16_t *packed) {
+    attention_bf16_detail::pack_v_pairs<Arch>(v, first, keys, dim_v, ld, packed);
 }
 
 template <class Arch>

@@ -3,8 +3,10 @@
 // attention_forward_tile (attention_args.hpp) for t.rows <= attention_direct_rows and K read
 // in place (t.k_packed null). The keys are taken in blocks of decode_block_keys:
 //   S[r, c]  = (scale q_r) . k_{j0+c}       W keys at a time, W independent sums
-//   S += mask; keys past row r's causal limit -> -inf
-//   m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P   (online softmax)
+//   S  = softcap, + mask, - ALiBi (attention_scores.hpp); keys outside row r's window,
+//        causal limit or kv_len hidden (never read, K or V)
+//   m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P   (online softmax,
+//        from m = sink, l = 1 with a sink)
 //   P *= dropout factors
 //   O  = O e^(m - m') + P V                  row r summing only the keys it sees
 // then out = O / l and lse = m + log l. Each K row and each V row is read from memory once
@@ -55,12 +57,12 @@ constexpr bool scores_fit() {
            decode_block_keys % 16 == 0;
 }
 
-// s[c] = q . k_c for the W keys c = 0 .. W-1 at k + c * k_ld (elements of E, widened in
+// s[c] = q . k_c for the W keys c = 0 .. W-1 at rows[c] (elements of E, widened in
 // registers): their dot products accumulate lane-wise side by side, independent chains, then
 // summed across their lanes all at once (transpose_sum; xsimd 8.1's haddp permutes lanes on
 // AVX-512). Dims past the last whole vector one by one.
 template <class Arch, class E>
-inline void score_group(const float *q, int64_t dim, const typename E::storage *k, int64_t k_ld,
+inline void score_group(const float *q, int64_t dim, const typename E::storage *const *rows,
                         float *s) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
@@ -71,60 +73,66 @@ inline void score_group(const float *q, int64_t dim, const typename E::storage *
     for (int64_t d = 0; d < dim_vec; d += W) {
         const fbatch qv = fbatch::load_unaligned(q + d);
 #pragma GCC unroll 16
-        for (int n = 0; n < W; ++n)
-            acc[n] = xsimd::fma(qv, widen<Arch, E>(k + n * k_ld + d), acc[n]);
+        for (int n = 0; n < W; ++n) acc[n] = xsimd::fma(qv, widen<Arch, E>(rows[n] + d), acc[n]);
     }
     transpose_sum<Arch>(acc).store_unaligned(s);
     if (dim_vec < dim)
         for (int n = 0; n < W; ++n)
-            for (int64_t d = dim_vec; d < dim; ++d) s[n] += q[d] * widen_one<Arch, E>(k + n * k_ld + d);
+            for (int64_t d = dim_vec; d < dim; ++d) s[n] += q[d] * widen_one<Arch, E>(rows[n] + d);
 }
 
-// s[r * lds + c] = qs_r . k_c for c < visible[r] (keys at k + c * k_ld, qs rows dim apart),
-// a group of W keys at a time for all rows, so that the group's K rows come from memory
-// once and stay in L1 for the other rows. Keys a row does not see are not read for it.
-// The K and V rows decode_prefetch_keys ahead are prefetched, below key prefetch_end, for
-// the streams asked (fetch_k, fetch_v): V (dim_v floats at v + c * v_ld) is needed right
-// after this pass and comes from as far.
+// s[r * lds + c] = qs_r . k_c for c in seen[r] (K row c at k[c], qs rows dim apart), a group
+// of W keys at a time for all rows, so that the group's K rows come from memory once and stay
+// in L1 for the other rows; a group a row sees only in part goes key by key. Keys a row does
+// not see are not read for it. The K and V rows decode_prefetch_keys ahead are prefetched,
+// below key prefetch_end, for the streams asked (fetch_k, fetch_v): V (dim_v elements at
+// v[c]) is needed right after this pass and comes from as far.
 template <class Arch, class E>
-void score_rows(const float *qs, int64_t dim, int64_t rows, const int64_t *visible,
-                const typename E::storage *k, int64_t k_ld, const typename E::storage *v,
-                int64_t v_ld, int64_t dim_v, bool fetch_k, bool fetch_v, int64_t prefetch_end,
-                float *s, int64_t lds) {
+void score_rows(const float *qs, int64_t dim, int64_t rows, const key_range *seen,
+                const typename E::storage *const *k, const typename E::storage *const *v,
+                int64_t dim_v, bool fetch_k, bool fetch_v, int64_t prefetch_end, float *s,
+                int64_t lds) {
     constexpr int W = lanes<Arch>;
-    const int64_t cols = visible[rows - 1];  // the most any row sees
-    for (int64_t c = 0; c < cols; c += W) {
+    int64_t from = seen[0].lo, to = seen[0].hi;
+    for (int64_t r = 1; r < rows; ++r) {
+        if (seen[r].lo < from) from = seen[r].lo;
+        if (seen[r].hi > to) to = seen[r].hi;
+    }
+    for (int64_t c = from; c < to; c += W) {
         for (int64_t j = c + decode_prefetch_keys; j < c + decode_prefetch_keys + W; ++j) {
             if (j >= prefetch_end) break;
-            if (fetch_k) attention_detail::prefetch_row<Arch, false>(k + j * k_ld, dim);
-            if (fetch_v) attention_detail::prefetch_row<Arch, false>(v + j * v_ld, dim_v);
+            if (fetch_k) attention_detail::prefetch_row<Arch, false>(k[j], dim);
+            if (fetch_v) attention_detail::prefetch_row<Arch, false>(v[j], dim_v);
         }
         for (int64_t r = 0; r < rows; ++r) {
             const float *q = qs + r * dim;
             float *s_row = s + r * lds;
-            if (c + W <= visible[r])
-                score_group<Arch, E>(q, dim, k + c * k_ld, k_ld, s_row + c);
-            else
-                for (int64_t j = c; j < visible[r]; ++j)
-                    s_row[j] = attention_detail::dot<Arch, E>(q, k + j * k_ld, dim);
+            if (c >= seen[r].lo && c + W <= seen[r].hi) {
+                score_group<Arch, E>(q, dim, k + c, s_row + c);
+            } else {
+                const int64_t lo = c > seen[r].lo ? c : seen[r].lo;
+                const int64_t hi = c + W < seen[r].hi ? c + W : seen[r].hi;
+                for (int64_t j = lo; j < hi; ++j) s_row[j] = attention_detail::dot<Arch, E>(q, k[j], dim);
+            }
         }
     }
 }
 
 // o[rows x dim_v] (leading dimension ldo) = o * rescale[r] + sum_{c < visible[r]} p[r][c] v_c,
-// V rows of type E at v + c * v_ld, widened in registers. Row r sums exactly the keys it
-// sees: a key hidden from it (but seen by a later row) is never multiplied into it, even with
-// weight 0, so a NaN there stays out. Keys go in sub-blocks of decode_pv_keys whose V rows
-// stay in L1 while the register-blocked pv micro-kernel sweeps dim_v a few vectors at a time;
-// a partial last vector (rows not padded to whole vectors) goes column by column.
+// V row c at v[c] (type E, widened in registers). Row r sums exactly the keys it sees: a key
+// hidden from it (but seen by a later row) is never multiplied into it, even with weight 0,
+// so a NaN there stays out. Keys go in sub-blocks of decode_pv_keys whose V rows stay in L1
+// while the register-blocked pv micro-kernel sweeps dim_v a few vectors at a time; a partial
+// last vector (rows not padded to whole vectors) goes column by column.
 template <class Arch, class E>
 void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp,
-             const typename E::storage *v, int64_t v_ld, int64_t dim_v, bool whole_vectors,
-             float *o, int64_t ldo, const float *rescale) {
+             const typename E::storage *const *v, int64_t dim_v, bool whole_vectors, float *o,
+             int64_t ldo, const float *rescale) {
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
     alignas(64) static constexpr float ones[attention_direct_rows] = {1.0f, 1.0f, 1.0f, 1.0f};
     const int64_t vectors = whole_vectors ? round_up(dim_v, W) / W : dim_v / W;
+    const attention_detail::listed_rows<typename E::storage> v_rows{v, 0};
     for (int64_t k0 = 0; k0 == 0 || k0 < visible[rows - 1]; k0 += decode_pv_keys) {
         // segment r: keys [visible[r-1], visible[r]) of this sub-block, rows r .. rows-1
         // (visible grows with r); the first call of the first sub-block rescales every row
@@ -141,8 +149,7 @@ void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp,
                 const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
                 attention_detail::pv_block_any<Arch, attention_direct_rows, E>(
                     rr, nvec, p + r * ldp + at, ldp, to > from ? to - from : 0,
-                    v + at * v_ld + c0 * W, v_ld, o + r * ldo + c0 * W, ldo,
-                    first ? rescale : ones);
+                    v_rows.from(at, c0 * W), o + r * ldo + c0 * W, ldo, first ? rescale : ones);
             }
         }
     }
@@ -150,9 +157,32 @@ void pv_rows(int64_t rows, const int64_t *visible, const float *p, int64_t ldp,
         for (int64_t r = 0; r < rows; ++r) {
             float acc = o[r * ldo + x] * rescale[r];
             for (int64_t c = 0; c < visible[r]; ++c)
-                acc += p[r * ldp + c] * widen_one<Arch, E>(v + c * v_ld + x);
+                acc += p[r * ldp + c] * widen_one<Arch, E>(v[c] + x);
             o[r * ldo + x] = acc;
         }
+}
+
+// The same for rows whose visible keys are ranges seen[r] of the block: every range starting
+// where the first does (no window, or rows that are heads) as one group, else row by row.
+template <class Arch, class E>
+void pv_ranges(int64_t rows, const key_range *seen, const float *p, int64_t ldp,
+               const typename E::storage *const *v, int64_t dim_v, bool whole_vectors, float *o,
+               int64_t ldo, const float *rescale) {
+    bool same_start = true;
+    int64_t count[attention_direct_rows];
+    for (int64_t r = 0; r < rows; ++r) {
+        same_start = same_start && seen[r].lo == seen[0].lo;
+        count[r] = seen[r].hi - seen[r].lo;
+    }
+    for (int64_t r = 1; r < rows && same_start; ++r) same_start = count[r] >= count[r - 1];
+    if (same_start) {
+        pv_rows<Arch, E>(rows, count, p + seen[0].lo, ldp, v + seen[0].lo, dim_v, whole_vectors,
+                         o, ldo, rescale);
+        return;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+        pv_rows<Arch, E>(1, count + r, p + r * ldp + seen[r].lo, ldp, v + seen[r].lo, dim_v,
+                         whole_vectors, o + r * ldo, ldo, rescale + r);
 }
 
 }  // namespace attention_decode_detail
@@ -176,49 +206,56 @@ void attention_decode_tile_of(const attention_tile &t) {
     const int64_t dv_pad = round_up(t.dim_v, W);
     const bool whole_vectors = t.v_padded || t.dim_v % W == 0;
     using storage = typename E::storage;
-    const storage *k_rows = static_cast<const storage *>(t.k);
-    const storage *v_rows = static_cast<const storage *>(t.v);
 
     attention_detail::load_scaled_q<Arch>(t, qs);
     for (int64_t i = 0; i < rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
-    for (int64_t r = 0; r < rows; ++r) {
-        m[r] = neg_inf;
-        l[r] = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {  // a sink starts the row: m = sink, l = 1
+        m[r] = attention_detail::row_sink(t, r);
+        l[r] = m[r] == neg_inf ? 0.0f : 1.0f;
     }
     // (a division, not a product: a stride may be as large as int64 allows when one row is read)
-    const bool fetch_k = t.k_ld < decode_page_bytes / element_bytes(t.k_type);
-    const bool fetch_v = t.v_ld < decode_page_bytes / element_bytes(t.v_type);
-    // Keys no row sees (causal) are never read, K or V, nor prefetched.
-    const int64_t last_seen =
-        t.key_begin + attention_detail::visible_keys<Arch>(t, rows - 1, t.key_begin,
-                                                           t.key_end - t.key_begin);
+    const bool fetch_k = t.k.ld < decode_page_bytes / element_bytes(t.k.type);
+    const bool fetch_v = t.v.ld < decode_page_bytes / element_bytes(t.v.type);
+    // Keys no row sees (window, causal) are never read, K or V, nor prefetched.
+    int64_t first_seen = t.key_end, last_seen = t.key_begin;
+    for (int64_t r = 0; r < rows; ++r) {
+        const key_range k = t.keys_of(r);
+        if (k.hi <= k.lo) continue;
+        if (k.lo < first_seen) first_seen = k.lo;
+        if (k.hi > last_seen) last_seen = k.hi;
+    }
+    // K and V rows of the block through the addressing function (paged or not): the same
+    // arithmetic on the same values wherever the rows live
+    const storage *k_at[B + decode_prefetch_keys + W], *v_at[B + decode_prefetch_keys + W];
 
-    for (int64_t j0 = t.key_begin; j0 < last_seen; j0 += B) {
+    for (int64_t j0 = first_seen; j0 < last_seen; j0 += B) {
         const int64_t cols = last_seen - j0 < B ? last_seen - j0 : B;
-        int64_t visible[attention_direct_rows];
-        for (int64_t r = 0; r < rows; ++r)
-            visible[r] = attention_detail::visible_keys<Arch>(t, r, j0, cols);
+        key_range seen[attention_direct_rows];
+        for (int64_t r = 0; r < rows; ++r) seen[r] = attention_detail::tile_columns(t, r, j0, cols);
+        const int64_t listed = last_seen - j0 < B + decode_prefetch_keys + W
+                                   ? last_seen - j0 : B + decode_prefetch_keys + W;
+        t.k.rows_as<storage>(j0, listed, k_at);
+        t.v.rows_as<storage>(j0, listed, v_at);
 
         // S = (scale Q) K^T for the block; its V rows are fetched meanwhile
-        const storage *k_at = k_rows + j0 * t.k_ld;
-        const storage *v_at = v_rows + j0 * t.v_ld;
-        score_rows<Arch, E>(qs, t.dim_qk, rows, visible, k_at, t.k_ld, v_at, t.v_ld, t.dim_v,
-                         fetch_k, fetch_v, last_seen - j0, s, B);
+        score_rows<Arch, E>(qs, t.dim_qk, rows, seen, k_at, v_at, t.dim_v, fetch_k, fetch_v,
+                            listed, s, B);
 
         // online softmax per row: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m-m') + sum P
         for (int64_t r = 0; r < rows; ++r) {
             float *s_row = s + r * B;
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
             const float block_max =
-                attention_detail::mask_score_row<Arch>(s_row, visible[r], mask_row);
+                attention_detail::finish_score_row<Arch>(t, r, s_row, seen[r], mask_row, j0);
             const float m_new = attention_detail::running_max<Arch>(m[r], block_max);
             float factor = 1.0f, sum_p = 0.0f;
             if (m_new != neg_inf) {  // else P = 0 (already so: all visible scores are -inf)
                 sum_p = reduce_add<Arch>(
-                    attention_detail::exp_scores_row<Arch>(s_row, visible[r], m_new, t, r, j0));
+                    attention_detail::exp_scores_row<Arch>(s_row, seen[r], m_new, t, r, j0));
                 factor = __builtin_expf(m[r] - m_new);  // e^(-inf) = 0 for the first block
             } else {
-                for (int64_t c = 0; c < visible[r]; c += W) fbatch(0.0f).store_aligned(s_row + c);
+                for (int64_t c = seen[r].lo / W * W; c < seen[r].hi; c += W)
+                    fbatch(0.0f).store_aligned(s_row + c);
             }
             rescale[r] = factor;
             l[r] = l[r] * factor + sum_p;
@@ -226,8 +263,7 @@ void attention_decode_tile_of(const attention_tile &t) {
         }
 
         // O = O rescale + P V, every V row read once for all rows
-        attention_decode_detail::pv_rows<Arch, E>(rows, visible, s, B, v_at, t.v_ld, t.dim_v,
-                                                  whole_vectors, o, dv_pad, rescale);
+        pv_ranges<Arch, E>(rows, seen, s, B, v_at, t.dim_v, whole_vectors, o, dv_pad, rescale);
     }
 
     // out = O / l, lse = m + log l (l is 0 for a row that saw no key or only -inf scores)
@@ -238,7 +274,7 @@ void attention_decode_tile_of(const attention_tile &t) {
 // on it so that the in-place reads widen in registers.
 template <class Arch>
 void attention_decode_tile(const attention_tile &t) {
-    switch (t.k_type) {
+    switch (t.k.type) {
     case ATTN_DTYPE_BF16: attention_decode_tile_of<Arch, bf16_elements>(t); break;
     case ATTN_DTYPE_F16: attention_decode_tile_of<Arch, f16_elements>(t); break;
     default: attention_decode_tile_of<Arch, f32_elements>(t); break;

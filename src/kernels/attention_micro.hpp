@@ -57,20 +57,37 @@ inline xsimd::batch<float, Arch> lane_index() {
 
 // ---- micro-kernels ----------------------------------------------------------------------
 
+// The rows of the B operand of fma_block: strided (row j at p + j * ld) or listed (row j at
+// rows[j] + col: V rows found through kv_rows one by one, e.g. in a paged cache). Either way
+// the micro-kernel does the same arithmetic, so the same values give the same bits.
+template <class S>
+struct strided_rows {
+    const S *p;
+    int64_t ld;
+    const S *operator[](int64_t j) const { return p + j * ld; }
+    strided_rows from(int64_t j, int64_t col) const { return {p + j * ld + col, ld}; }
+};
+template <class S>
+struct listed_rows {
+    const S *const *rows;
+    int64_t col;
+    const S *operator[](int64_t j) const { return rows[j] + col; }
+    listed_rows from(int64_t j, int64_t c) const { return {rows + j, col + c}; }
+};
+
 // acc[r][n] += a[r * lda + j] * b[j * ldb + n * W ...] for j < count: the register block both
 // micro-kernels are made of, a broadcast from a against N vectors of row j of b (elements of
 // E, widened in registers: each vector once for all rows).
-template <class Arch, int Rows, int N, class E = f32_elements>
+template <class Arch, int Rows, int N, class E, class B>
 __attribute__((always_inline)) inline void fma_block(xsimd::batch<float, Arch> (&acc)[Rows][N],
-                                                     const float *a, int64_t lda,
-                                                     const typename E::storage *b, int64_t ldb,
+                                                     const float *a, int64_t lda, const B &b,
                                                      int64_t count) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     for (int64_t j = 0; j < count; ++j) {
         fbatch b_vec[N];
 #pragma GCC unroll 8
-        for (int n = 0; n < N; ++n) b_vec[n] = widen<Arch, E>(b + j * ldb + n * W);
+        for (int n = 0; n < N; ++n) b_vec[n] = widen<Arch, E>(b[j] + n * W);
 #pragma GCC unroll 32
         for (int r = 0; r < Rows; ++r) {
             const fbatch a_val(a[r * lda + j]);
@@ -96,7 +113,7 @@ inline void score_block(const float *qs, int64_t ldq, const float *panel, int64_
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
         for (int v = 0; v < NRV; ++v) acc[r][v] = fbatch(0.0f);
-    fma_block<Arch, Rows, NRV>(acc, qs, ldq, panel, nr, dim);
+    fma_block<Arch, Rows, NRV, f32_elements>(acc, qs, ldq, strided_rows<float>{panel, nr}, dim);
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r) {
         fbatch m = fbatch::load_aligned(row_max + r * W);
@@ -138,9 +155,9 @@ inline void score_block_rows(int rows, int vectors, const float *qs, int64_t ldq
 }
 
 // o[Rows x NV*W] = o * rescale[r] + p[Rows x keys] * v[keys x NV*W], V of element type E.
-template <class Arch, int Rows, int NV, class E = f32_elements>
-inline void pv_block(const float *p, int64_t ldp, int64_t keys, const typename E::storage *v,
-                     int64_t ldv, float *o, int64_t ldo, const float *rescale) {
+template <class Arch, int Rows, int NV, class E, class B>
+inline void pv_block(const float *p, int64_t ldp, int64_t keys, const B &v, float *o, int64_t ldo,
+                     const float *rescale) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     fbatch acc[Rows][NV];
@@ -150,38 +167,34 @@ inline void pv_block(const float *p, int64_t ldp, int64_t keys, const typename E
 #pragma GCC unroll 8
         for (int c = 0; c < NV; ++c) acc[r][c] = fbatch::load_aligned(o + r * ldo + c * W) * a;
     }
-    fma_block<Arch, Rows, NV, E>(acc, p, ldp, v, ldv, keys);
+    fma_block<Arch, Rows, NV, E>(acc, p, ldp, v, keys);
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < NV; ++c) acc[r][c].store_aligned(o + r * ldo + c * W);
 }
 
-template <class Arch, int Rows, int NV, class E = f32_elements>
-inline void pv_block_vectors(int vectors, const float *p, int64_t ldp, int64_t keys,
-                             const typename E::storage *v, int64_t ldv, float *o, int64_t ldo,
-                             const float *rescale) {
+template <class Arch, int Rows, int NV, class E, class B>
+inline void pv_block_vectors(int vectors, const float *p, int64_t ldp, int64_t keys, const B &v,
+                             float *o, int64_t ldo, const float *rescale) {
     if constexpr (NV == 1) {
-        pv_block<Arch, Rows, 1, E>(p, ldp, keys, v, ldv, o, ldo, rescale);
+        pv_block<Arch, Rows, 1, E>(p, ldp, keys, v, o, ldo, rescale);
     } else {
-        if (vectors == NV)
-            return pv_block<Arch, Rows, NV, E>(p, ldp, keys, v, ldv, o, ldo, rescale);
-        pv_block_vectors<Arch, Rows, NV - 1, E>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+        if (vectors == NV) return pv_block<Arch, Rows, NV, E>(p, ldp, keys, v, o, ldo, rescale);
+        pv_block_vectors<Arch, Rows, NV - 1, E>(vectors, p, ldp, keys, v, o, ldo, rescale);
     }
 }
 
-template <class Arch, int Rows, class E = f32_elements>
+template <class Arch, int Rows, class E, class B>
 inline void pv_block_any(int rows, int vectors, const float *p, int64_t ldp, int64_t keys,
-                         const typename E::storage *v, int64_t ldv, float *o, int64_t ldo,
-                         const float *rescale) {
+                         const B &v, float *o, int64_t ldo, const float *rescale) {
     constexpr int nv = attention_blocking<Arch>::nv;
     if constexpr (Rows == 1) {
-        pv_block_vectors<Arch, 1, nv, E>(vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+        pv_block_vectors<Arch, 1, nv, E>(vectors, p, ldp, keys, v, o, ldo, rescale);
     } else {
         if (rows == Rows)
-            return pv_block_vectors<Arch, Rows, nv, E>(vectors, p, ldp, keys, v, ldv, o, ldo,
-                                                       rescale);
-        pv_block_any<Arch, Rows - 1, E>(rows, vectors, p, ldp, keys, v, ldv, o, ldo, rescale);
+            return pv_block_vectors<Arch, Rows, nv, E>(vectors, p, ldp, keys, v, o, ldo, rescale);
+        pv_block_any<Arch, Rows - 1, E>(rows, vectors, p, ldp, keys, v, o, ldo, rescale);
     }
 }
 

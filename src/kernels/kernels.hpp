@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "attn/attn.h"
+#include "kernels/kv_rows.hpp"
 
 namespace attn::kernels {
 
@@ -37,6 +38,8 @@ struct kernel_table {
     void (*exp_array)(const float *x, float *y, int64_t count);
     // y[i] = 2^x[i] with the kernels' exp2 (the fused attention's softmax); x == y allowed.
     void (*exp2_array)(const float *x, float *y, int64_t count);
+    // y[i] = tanh(x[i]) with the kernels' tanh (the softcap); x == y allowed.
+    void (*tanh_array)(const float *x, float *y, int64_t count);
     // Row softmax (softmax.hpp) of `rows` rows, reference semantics; x == y allowed.
     void (*softmax_rows)(int64_t rows, int64_t cols, float scale, const float *x, int64_t ldx,
                          float *y, int64_t ldy);
@@ -49,13 +52,13 @@ struct kernel_table {
     // Fused attention (attention.hpp); the argument block is in attention_args.hpp.
     int attention_br, attention_bc, attention_nr;  // query rows / keys per tile, keys per K panel
     int64_t (*attention_scratch_floats)(int64_t dim_qk, int64_t dim_v);
-    // K rows of k_type (k_ld elements apart) packed into f32 panels.
-    void (*attention_pack_k)(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
-                             int64_t dim_qk, int64_t panels, float *packed);
-    // V rows [keys x dim_v] of v_type at v + j * v_ld widened to padded[j * padded_ld] (f32),
-    // zero to padded_ld.
-    void (*attention_pad_v)(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys,
-                            int64_t dim_v, float *padded, int64_t padded_ld);
+    // K rows first .. keys_end - 1 (through kv_rows, paged or not) packed into f32 panels.
+    void (*attention_pack_k)(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
+                             int64_t panels, float *packed);
+    // V rows first .. first + keys - 1 widened to padded[j * padded_ld] (f32), zero to
+    // padded_ld.
+    void (*attention_pad_v)(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
+                            float *padded, int64_t padded_ld);
     void (*attention_forward_tile)(const struct attention_tile &tile);
     // The same for at most attention_direct_rows rows and K read in place (decoding;
     // attention_decode.hpp), on the same scratch.
@@ -65,11 +68,11 @@ struct kernel_table {
     // Scores from bf16 pairs (attention_bf16.hpp), on the levels with VDPBF16PS (else null):
     // K packed into pair panels (at most panels * nr * dim_qk floats' worth of bytes), and
     // the tile kernels of the same contract as the f32 ones, with t.k_pairs for t.k_packed.
-    void (*attention_pack_k_bf16)(const void *k, attn_dtype k_type, int64_t k_ld, int64_t keys,
+    void (*attention_pack_k_bf16)(const kv_rows &k, int64_t first, int64_t keys_end,
                                   int64_t dim_qk, int64_t panels, uint16_t *packed);
     // V rows packed as bf16 pair rows, `ld` dims each (attention_tile::v_pairs).
-    void (*attention_pack_v_bf16)(const void *v, attn_dtype v_type, int64_t v_ld, int64_t keys,
-                                  int64_t dim_v, int64_t ld, uint16_t *packed);
+    void (*attention_pack_v_bf16)(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
+                                  int64_t ld, uint16_t *packed);
     void (*attention_forward_tile_bf16)(const struct attention_tile &tile);
     void (*attention_weights_tile_bf16)(const struct attention_tile &tile, float *weights,
                                         int64_t weights_ld, bool after_forward);

@@ -223,6 +223,36 @@ inline xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch> &x) {
     }
 }
 
+// ---- tanh ---------------------------------------------------------------------------------
+// The score softcap, c tanh(s / c). Two pieces, split at |x| = 0.625:
+//   |x| <  0.625: tanh x = x + x^3 g(x^2), g of degree 4 the weighted least-squares fit of
+//                 (tanh x - x) / x^3 on [0, 0.39] (0.25 ulp of tanh before rounding); x^3 g is
+//                 at most 0.14 x, so its rounding errors weigh little. Odd in x: -0 stays -0,
+//                 a subnormal x gives x.
+//   |x| >= 0.625: tanh |x| = 1 - 2 / (e^(2|x|) + 1): tanh >= 0.55 there, so the cancellation
+//                 costs at most a factor 0.45/0.55 on exp's 2 ulp; e^(2|x|) = +inf (|x| > 44,
+//                 +-inf included) gives exactly +-1.
+// Bound: 3 ulp everywhere (tests/test_vec_math.cpp measures it against std::tanh in double on
+// every ISA, special values included); NaN propagates.
+template <class Arch>
+inline xsimd::batch<float, Arch> tanh(const xsimd::batch<float, Arch> &x) {
+    using fbatch = xsimd::batch<float, Arch>;
+    const fbatch ax = xsimd::abs(x);
+    const fbatch y = x * x;
+    fbatch g(-0.005720844026654959f);
+    g = xsimd::fma(g, y, fbatch(0.020646171644330025f));
+    g = xsimd::fma(g, y, fbatch(-0.053738947957754135f));
+    g = xsimd::fma(g, y, fbatch(0.13331381976604462f));
+    g = xsimd::fma(g, y, fbatch(-0.33333277702331543f));
+    // x + x^3 g, and x itself at +-0 (the sum would turn -0 into +0)
+    const fbatch small = xsimd::select(x == fbatch(0.0f), x, xsimd::fma(x * y, g, x));
+    // softcapped scores mostly stay below 0.625 softcap: then exp and the division are not needed
+    if (!xsimd::any(ax >= fbatch(0.625f)) && !xsimd::any(xsimd::isnan(x))) return small;
+    const fbatch big = fbatch(1.0f) - fbatch(2.0f) / (exp<Arch>(ax + ax) + fbatch(1.0f));
+    const fbatch signed_big = xsimd::select(x < fbatch(0.0f), -big, big);
+    return xsimd::select(ax < fbatch(0.625f), small, signed_big);
+}
+
 // y[i] = f(x[i]) for i < count, f a batch function; the tail is handled with a partial
 // load/store. x == y is allowed.
 template <class Arch, class F>
@@ -249,6 +279,12 @@ void exp_array(const float *x, float *y, int64_t count) {
 template <class Arch>
 void exp2_array(const float *x, float *y, int64_t count) {
     map_array<Arch>(x, y, count, [](const xsimd::batch<float, Arch> &v) { return exp2<Arch>(v); });
+}
+
+// y = tanh(x) elementwise: the softcap's tanh, for the tests (and the backward's softcap).
+template <class Arch>
+void tanh_array(const float *x, float *y, int64_t count) {
+    map_array<Arch>(x, y, count, [](const xsimd::batch<float, Arch> &v) { return tanh<Arch>(v); });
 }
 
 }  // namespace attn::kernels

@@ -25,6 +25,7 @@
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
 #include "ops/sdpa_masking.hpp"
+#include "ops/sdpa_paging.hpp"
 #include "ref/dropout.hpp"
 #include "ref/ref.hpp"
 
@@ -123,15 +124,15 @@ void run_tile(const kernels::kernel_table &kt, bool pairs, const kernels::attent
         kt.attention_forward_tile(t);
 }
 
-// The head's K packed for the tile kernel: f32 panels, or bf16-pair panels (in the same
-// buffer, which is large enough for either).
-void pack_head_k(const kernels::kernel_table &kt, bool pairs, const void *k, attn_dtype k_type,
-                 int64_t k_ld, int64_t keys, int64_t dim_qk, int64_t panels, float *packed) {
+// The head's K from key `first` on packed for the tile kernel: f32 panels, or bf16-pair panels
+// (in the same buffer, which is large enough for either); rows through the addressing function.
+void pack_head_k(const kernels::kernel_table &kt, bool pairs, const kernels::kv_rows &k,
+                 int64_t first, int64_t keys_end, int64_t dim_qk, int64_t panels, float *packed) {
     if (pairs)
-        kt.attention_pack_k_bf16(k, k_type, k_ld, keys, dim_qk, panels,
+        kt.attention_pack_k_bf16(k, first, keys_end, dim_qk, panels,
                                  reinterpret_cast<uint16_t *>(packed));
     else
-        kt.attention_pack_k(k, k_type, k_ld, keys, dim_qk, panels, packed);
+        kt.attention_pack_k(k, first, keys_end, dim_qk, panels, packed);
 }
 
 void set_packed_k(kernels::attention_tile &t, bool pairs, const float *packed) {
@@ -165,7 +166,6 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
     // A key's share of a packed K panel, in floats: dim_qk f32, or dim_qk / 2 bf16 pairs.
     const int64_t packed_row_floats = pair_scores ? (d.dim_qk + 1) / 2 : d.dim_qk;
     const bool dropout = d.dropout_p > 0.0f;
-    const int64_t offset = causal_offset(d);
 
     // ---- scratch, all before any output is written ----
     const int slots = worker_slots(ex);
@@ -192,14 +192,21 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
     std::vector<float> lse_rows(!d.lse && (split || d.weights || stats) ? plan.rows_total : 0);
     float *lse_all = d.lse ? d.lse : (lse_rows.empty() ? nullptr : lse_rows.data());
     // Split keys: chunk c's normalised rows [rows_total x dim_v] and lse [rows_total].
-    std::vector<float> part_out(split ? plan.chunks * plan.rows_total * d.dim_v : 0);
-    std::vector<float> part_lse(split ? plan.chunks * plan.rows_total : 0);
-    std::vector<const float *> part_out_at(split ? plan.chunks : 0);
-    std::vector<const float *> part_lse_at(split ? plan.chunks : 0);
-    for (int64_t c = 0; c < (split ? plan.chunks : 0); ++c) {
+    // With sinks, one more part: the sinks as a key set of their own, with no value (rows of
+    // zeros, lse = the head's sink), merged last, so that each row counts its sink once.
+    const int64_t parts = split ? plan.chunks + (d.sinks ? 1 : 0) : 0;
+    std::vector<float> part_out(size_t(parts * plan.rows_total * d.dim_v), 0.0f);
+    std::vector<float> part_lse(size_t(parts * plan.rows_total));
+    std::vector<const float *> part_out_at(static_cast<size_t>(parts));
+    std::vector<const float *> part_lse_at(static_cast<size_t>(parts));
+    for (int64_t c = 0; c < parts; ++c) {
         part_out_at[c] = part_out.data() + c * plan.rows_total * d.dim_v;
         part_lse_at[c] = part_lse.data() + c * plan.rows_total;
     }
+    if (split && d.sinks)
+        for (int64_t row = 0; row < plan.rows_total; ++row)
+            part_lse[size_t(plan.chunks * plan.rows_total + row)] =
+                d.sinks[(row / d.len_q) % d.heads_q];
     auto slot = [&]() { return worker_slot(ex); };
 
     // The tile of query rows [i0, i0 + rows) of (b, h), keys [key_begin, key_end).
@@ -213,23 +220,21 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         t.dim_qk = d.dim_qk;
         t.dim_v = d.dim_v;
         t.scale = d.scale;
-        t.k = element_at(k, d.kv_type, b * d.k.batch + hk * d.k.head);
-        t.k_type = d.kv_type;
-        t.k_ld = d.k.seq;
-        t.len_kv = d.len_kv;
-        t.v = element_at(v, d.kv_type, b * d.v.batch + hk * d.v.head);
-        t.v_type = d.kv_type;
-        t.v_ld = d.v.seq;
+        t.k = k_rows_for(d, k, b, hk);
+        t.len_kv = keys_in_batch(d, b);  // rows past kv_len are never read (nor their pages)
+        t.v = v_rows_for(d, v, b, hk);
         t.out_type = d.out_type;
-        // Keys past the batch's length or past the causal limit of the tile's last row are
-        // never visited.
-        int64_t key_end = keys_in_batch(d, b);
-        const int64_t last_visible = i0 + t.rows - 1 + offset + 1;
-        if (last_visible < key_end) key_end = last_visible < 0 ? 0 : last_visible;
-        t.key_begin = 0;
-        t.key_end = key_end;
+        // Key tiles left of the first row's window, and keys past the last row's limit
+        // (window, causal, kv_len), are never visited: work skipped, not masked.
+        t.visibility = visibility_for(d, b);
+        const kernels::key_range first = t.visibility.row(i0);
+        const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
+        t.key_begin = first.lo / plan.bc * plan.bc;
+        t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
         t.first_row = i0;
-        t.causal_offset = offset;
+        t.softcap = d.softcap;
+        t.alibi_slopes = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
+        t.sinks = d.sinks ? d.sinks + h : nullptr;
         if (d.mask) {
             t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
                      i0 * d.mask_strides.seq;
@@ -256,7 +261,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         t.rows = std::min(plan.head_rows, plan.group - ht * plan.head_rows);
         t.q_ld = d.q.head;
         t.mask_ld = d.mask_strides.head;
-        t.causal_offset = no_causal;  // key_end already holds query 0's causal limit
+        t.rows_are_heads = true;  // every row is query 0: the same keys, its own head's terms
         if (dropout) {
             uint32_t *keys = row_keys.data() + s * plan.br;
             for (int64_t r = 0; r < t.rows; ++r)
@@ -281,17 +286,16 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
             float *k_packed = packed + s * (head_k + head_v);
             float *v_padded = k_packed + head_k;
             // K panels and padded V rows of this head, once for all its pairs in the range
-            const void *k_head = element_at(k, d.kv_type, b * d.k.batch + hk * d.k.head);
-            const void *v_head = element_at(v, d.kv_type, b * d.v.batch + hk * d.v.head);
-            if (pack_per_slot) {
-                pack_head_k(*kt, pair_scores, k_head, d.kv_type, d.k.seq, d.len_kv, d.dim_qk,
-                            plan.panels, k_packed);
+            const kernels::kv_rows k_head = k_rows_for(d, k, b, hk);
+            const kernels::kv_rows v_head = v_rows_for(d, v, b, hk);
+            if (pack_per_slot) {  // the batch's keys only: past kv_len no row (nor page) is read
+                const int64_t keys_b = keys_in_batch(d, b);
+                pack_head_k(*kt, pair_scores, k_head, 0, keys_b, d.dim_qk, plan.panels, k_packed);
                 if (pair_scores)
-                    kt->attention_pack_v_bf16(v_head, d.kv_type, d.v.seq, d.len_kv, d.dim_v,
-                                              plan.v_ld, reinterpret_cast<uint16_t *>(v_padded));
+                    kt->attention_pack_v_bf16(v_head, 0, keys_b, d.dim_v, plan.v_ld,
+                                              reinterpret_cast<uint16_t *>(v_padded));
                 else
-                    kt->attention_pad_v(v_head, d.kv_type, d.v.seq, d.len_kv, d.dim_v, v_padded,
-                                        plan.v_ld);
+                    kt->attention_pad_v(v_head, 0, keys_b, d.dim_v, v_padded, plan.v_ld);
             }
             for (int64_t pair = first; pair < last; ++pair) {
                 const int64_t ht = pair / plan.q_tiles, h = hk * plan.group + ht * plan.head_rows;
@@ -304,9 +308,10 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
                         t.v_pairs = reinterpret_cast<const uint16_t *>(v_padded);
                         t.v_pairs_ld = 2 * plan.v_ld;
                     } else {
-                        t.v = v_padded;
-                        t.v_type = ATTN_DTYPE_F32;
-                        t.v_ld = plan.v_ld;
+                        t.v = kernels::kv_rows{};
+                        t.v.base = v_padded;
+                        t.v.type = ATTN_DTYPE_F32;
+                        t.v.ld = plan.v_ld;
                         t.v_padded = true;
                     }
                 }
@@ -338,9 +343,8 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
             const int64_t head = task / plan.chunks, begin = (task % plan.chunks) * plan.chunk_keys;
             const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
             const int64_t keys = std::min(plan.chunk_keys, d.len_kv - begin);
-            pack_head_k(*kt, pair_scores,
-                        element_at(k, d.kv_type, b * d.k.batch + hk * d.k.head + begin * d.k.seq),
-                        d.kv_type, d.k.seq, d.len_kv - begin, d.dim_qk, ceil_div(keys, plan.nr),
+            pack_head_k(*kt, pair_scores, k_rows_for(d, k, b, hk), begin, keys_in_batch(d, b), d.dim_qk,
+                        ceil_div(keys, plan.nr),
                         packed_heads->get() + head * packed_head_floats +
                             begin / plan.nr * plan.nr * packed_row_floats);
         });
@@ -359,8 +363,10 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         const int64_t h = hk * plan.group + ht * plan.head_rows;
         const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // rows dim_v apart
         const int64_t begin = chunk * plan.chunk_keys, end = begin + plan.chunk_keys;
-        t.key_begin = begin;
+        if (begin > t.key_begin) t.key_begin = begin;
         if (end < t.key_end) t.key_end = end;
+        if (t.key_end < t.key_begin) t.key_end = t.key_begin;  // nothing here: zeros, lse -inf
+        t.sinks = nullptr;  // the merge counts the sink, once
         t.out = const_cast<float *>(part_out_at[chunk]) + row0 * d.dim_v;
         t.out_type = ATTN_DTYPE_F32;  // the chunks' rows stay f32 until the merge
         t.out_ld = d.dim_v;
@@ -382,7 +388,7 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         const int64_t out_at = b * d.out.batch + h * d.out.head + i0 * d.out.seq;
         float *block = f32_out ? static_cast<float *>(out) + out_at
                                : merged.data() + slot() * merge_rows * d.dim_v;
-        kt->attention_merge_rows(plan.chunks, bh * d.len_q + i0, rows, d.dim_v,
+        kt->attention_merge_rows(parts, bh * d.len_q + i0, rows, d.dim_v,
                                  part_out_at.data(), d.dim_v, part_lse_at.data(), block,
                                  f32_out ? d.out.seq : d.dim_v,
                                  lse_all ? lse_all + bh * d.len_q + i0 : nullptr);

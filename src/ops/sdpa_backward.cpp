@@ -24,6 +24,7 @@
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
 #include "ops/sdpa_masking.hpp"
+#include "ops/sdpa_paging.hpp"
 #include "ref/dropout.hpp"
 #include "ref/ref.hpp"
 
@@ -46,6 +47,17 @@ std::atomic<int> &composed_flag() {
     return flag;
 }
 
+// The score features the fused kernel does not take yet (sliding windows, softcap, ALiBi,
+// sinks, per-sequence causal alignment) go through the composed backward, which follows the
+// one score definition (kernels/attention_scores.hpp).
+// The causal limit of the alignments the fused kernel takes: keys j <= i + offset.
+int64_t causal_offset(const attn_sdpa_desc &d) { return is_causal(d) ? query_offset(d, 0) : no_causal; }
+
+bool needs_composed(const attn_sdpa_desc &d) {
+    return d.window_left >= 0 || d.window_right >= 0 || d.softcap > 0.0f || d.alibi_slopes ||
+           d.sinks || d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
+}
+
 }  // namespace
 
 void set_backward_composed(bool composed) { composed_flag().store(composed ? 1 : 0); }
@@ -59,7 +71,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
-    if (backward_composed()) {
+    if (backward_composed() || needs_composed(d)) {
         sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
@@ -105,22 +117,17 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
             kernels::attention_tile t{};
             t.rows = std::min(br_f, d.len_q - i0);
             t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
-            t.q_type = t.k_type = t.v_type = t.out_type = ATTN_DTYPE_F32;
+            t.q_type = t.out_type = ATTN_DTYPE_F32;
             t.q_ld = d.q.seq;
             t.dim_qk = d.dim_qk;
             t.dim_v = d.dim_v;
             t.scale = d.scale;
-            t.k = k + b * d.k.batch + hk * d.k.head;
-            t.k_ld = d.k.seq;
-            t.len_kv = d.len_kv;
-            t.v = v + b * d.v.batch + hk * d.v.head;
-            t.v_ld = d.v.seq;
-            int64_t key_end = keys_in_batch(d, b);
-            const int64_t last_visible = i0 + t.rows + offset;
-            if (last_visible < key_end) key_end = last_visible < 0 ? 0 : last_visible;
-            t.key_end = key_end;
+            t.k = k_rows_for(d, k, b, hk);
+            t.len_kv = keys_in_batch(d, b);
+            t.v = v_rows_for(d, v, b, hk);
+            t.visibility = visibility_for(d, b);
+            t.key_end = t.visibility.row(i0 + t.rows - 1).hi;
             t.first_row = i0;
-            t.causal_offset = offset;
             if (d.mask) {
                 t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
                          i0 * d.mask_strides.seq;

@@ -1,13 +1,17 @@
 // The composed backward of scaled dot-product attention (the SIMD path before the fused one in
 // sdpa_backward.cpp; kept for the benchmark's comparison, reached through
-// ops/backward_switch.hpp), composed from the GEMM
+// ops/backward_switch.hpp, and the path of the score features the fused kernel does not take
+// yet: sliding windows, softcap, ALiBi, sinks), composed from the GEMM
 // (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
 // in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
-//   S   = scale Q_blk K^T (+ mask), hidden keys -> P = 0
+//   S   = the scores of kernels/attention_scores.hpp from scale Q_blk K^T (softcap, + mask,
+//         - ALiBi), hidden keys (window, causal, kv_len) -> P = 0; the block's keys are
+//         those between its first row's window and its last row's limit
 //   P   = exp(S - lse)                              lse from the forward, or recomputed
 //   dPz = (dO_blk V^T) * z                          z = dropout factors (1 without dropout)
 //   D_i = sum_j P_ij dPz_ij
-//   dS  = P * (dPz - D)
+//   dS  = P * (dPz - D) * g                         g = d s / d (scaled score) (softcap)
+//   dsink_h -= P_sink D                             P_sink = exp(sink_h - lse)
 //   dV += (P * z)^T dO_blk,  dK += scale dS^T Q_blk,  dQ_blk = scale dS K
 // as the reference (src/ref/sdpa_backward.cpp). dK and dV of a head are accumulated by one
 // task in a fixed order, and the GEMM's results do not depend on its thread count: the
@@ -56,14 +60,16 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
         return;
     }
     const int64_t group = d.heads_q / d.heads_kv, len_kv = d.len_kv;
-    const int64_t offset = causal_offset(d);
     const bool dropout = d.dropout_p > 0.0f;
     const uint32_t threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
     const float keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
 
     // ---- scratch, all before any output is written ----
     const int slots = worker_slots(ex);
-    const int64_t slot_floats = 2 * block_rows * len_kv;
+    const bool softcap = d.softcap > 0.0f;
+    const int64_t slot_floats = (softcap ? 3 : 2) * block_rows * len_kv;
+    // d loss / d sink of (b, h), summed over b in order at the end (tasks own a b each)
+    std::vector<float> dsink_parts(d.dsinks ? size_t(d.batch * d.heads_q) : 0, 0.0f);
     std::vector<float> slot_scratch(size_t(slot_floats * slots));
     std::vector<float> dq_all(size_t(d.batch * d.heads_q * d.len_q * d.dim_qk), 0.0f);
     std::vector<float> dk_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_qk), 0.0f);
@@ -82,20 +88,23 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
         const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
         float *p = slot_scratch.data() + slot * slot_floats;  // S, then P, then P z
         float *dp = p + block_rows * len_kv;                              // dP z, then dS
-        const float *k_head = k + b * d.k.batch + hk * d.k.head;
-        const float *v_head = v + b * d.v.batch + hk * d.v.head;
-        float *dk_head = dk_all.data() + head * len_kv * d.dim_qk;
-        float *dv_head = dv_all.data() + head * len_kv * d.dim_v;
-        const int64_t keys_b = keys_in_batch(d, b);
+        float *g = dp + block_rows * len_kv;                              // d s / d scaled
+        const kernels::key_visibility visibility = visibility_for(d, b);
 
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+            const kernels::score_terms terms = score_terms_for(d, h);
+            const float sink = sink_for(d, h);
             for (int64_t i0 = 0; i0 < d.len_q; i0 += block_rows) {
                 const int64_t rows = d.len_q - i0 < block_rows ? d.len_q - i0 : block_rows;
-                // Keys past the batch's length or the block's last causal limit are skipped.
-                int64_t keys = keys_b;
-                const int64_t causal_end = i0 + rows + offset;
-                if (causal_end < keys) keys = causal_end < 0 ? 0 : causal_end;
-                if (keys == 0) continue;
+                // Keys [k0, k0 + keys): left of the first row's window and past the last
+                // row's limit (window, causal, kv_len) are skipped. Column j is key k0 + j.
+                const int64_t k0 = visibility.row(i0).lo;
+                const int64_t keys = visibility.row(i0 + rows - 1).hi - k0;
+                if (keys <= 0) continue;
+                const float *k_head = k + b * d.k.batch + hk * d.k.head + k0 * d.k.seq;
+                const float *v_head = v + b * d.v.batch + hk * d.v.head + k0 * d.v.seq;
+                float *dk_head = dk_all.data() + (head * len_kv + k0) * d.dim_qk;
+                float *dv_head = dv_all.data() + (head * len_kv + k0) * d.dim_v;
                 const float *q_blk = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
                 const float *do_blk = dout + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
                 const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
@@ -109,48 +118,64 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
                 for (int64_t r = 0; r < rows; ++r) {
                     const int64_t i = i0 + r;
                     float *p_row = p + r * len_kv, *dp_row = dp + r * len_kv;
-                    int64_t visible = i + offset + 1 < keys ? i + offset + 1 : keys;
-                    if (visible < 0) visible = 0;
+                    float *g_row = softcap ? g + r * len_kv : nullptr;
+                    // this row's keys [lo, hi) as columns
+                    const kernels::key_range seen = visibility.row(i);
+                    const int64_t lo = seen.lo - k0 < 0 ? 0 : seen.lo - k0;
+                    int64_t hi = seen.hi - k0 > keys ? keys : seen.hi - k0;
+                    if (hi < lo) hi = lo;
                     const float *mask_row = d.mask ? d.mask + b * d.mask_strides.batch +
                                                          h * d.mask_strides.head +
-                                                         i * d.mask_strides.seq
+                                                         i * d.mask_strides.seq + k0
                                                    : nullptr;
-                    if (mask_row)
-                        for (int64_t j = 0; j < visible; ++j) p_row[j] += mask_row[j];
-                    for (int64_t j = visible; j < keys; ++j) p_row[j] = neg_inf;
+                    // the score definition on the scaled scores; g = its slope (softcap)
+                    const int64_t at = i + visibility.offset;
+                    for (int64_t j = lo; j < hi; ++j) {
+                        if (g_row) g_row[j] = kernels::score_slope(terms, p_row[j]);
+                        p_row[j] = kernels::finish_score(terms, p_row[j],
+                                                         mask_row ? mask_row[j] : 0.0f, at, k0 + j);
+                    }
+                    for (int64_t j = 0; j < lo; ++j) p_row[j] = neg_inf;
+                    for (int64_t j = hi; j < keys; ++j) p_row[j] = neg_inf;
                     // fully masked (no finite score): no gradient flows, as in the reference
                     float m = neg_inf;
-                    for (int64_t j = 0; j < visible; ++j) m = p_row[j] > m ? p_row[j] : m;
+                    for (int64_t j = lo; j < hi; ++j) m = p_row[j] > m ? p_row[j] : m;
                     if (m == neg_inf) {
                         std::memset(p_row, 0, sizeof(float) * size_t(keys));
                         std::memset(dp_row, 0, sizeof(float) * size_t(keys));
                         continue;
                     }
-                    // the row's lse: the forward's, or log sum exp recomputed
+                    // the row's lse: the forward's, or log sum exp recomputed (with the sink)
                     float row_lse = lse ? lse[row0 + r] : 0.0f;
                     if (!lse) {
-                        float sum = 0.0f;
-                        for (int64_t j = 0; j < visible; ++j) sum += std::exp(p_row[j] - m);
-                        row_lse = m + std::log(sum);
+                        const float top = sink > m ? sink : m;
+                        float sum = sink == neg_inf ? 0.0f : std::exp(sink - top);
+                        for (int64_t j = lo; j < hi; ++j) sum += std::exp(p_row[j] - top);
+                        row_lse = top + std::log(sum);
                     }
                     // P = exp(S - lse)
                     for (int64_t j = 0; j < keys; ++j) p_row[j] -= row_lse;
                     kt->exp_array(p_row, p_row, keys);
                     // a hidden key's dO . V (NaN if its V row is) must not reach D
-                    for (int64_t j = visible; j < keys; ++j) dp_row[j] = 0.0f;
+                    for (int64_t j = 0; j < lo; ++j) dp_row[j] = 0.0f;
+                    for (int64_t j = hi; j < keys; ++j) dp_row[j] = 0.0f;
                     // dPz = dP z, D = sum P dPz, dS = P (dPz - D), then P z for dV
                     if (dropout) {
                         const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
                         for (int64_t j = 0; j < keys; ++j)
-                            dp_row[j] *= dropout::dropped(key, j, threshold) ? 0.0f : keep;
+                            dp_row[j] *= dropout::dropped(key, k0 + j, threshold) ? 0.0f : keep;
                     }
                     float big_d = 0.0f;
                     for (int64_t j = 0; j < keys; ++j) big_d += p_row[j] * dp_row[j];
                     for (int64_t j = 0; j < keys; ++j) dp_row[j] = p_row[j] * (dp_row[j] - big_d);
+                    if (g_row)
+                        for (int64_t j = lo; j < hi; ++j) dp_row[j] *= g_row[j];
+                    if (!dsink_parts.empty() && sink != neg_inf)
+                        dsink_parts[size_t(b * d.heads_q + h)] -= std::exp(sink - row_lse) * big_d;
                     if (dropout) {
                         const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
                         for (int64_t j = 0; j < keys; ++j)
-                            p_row[j] *= dropout::dropped(key, j, threshold) ? 0.0f : keep;
+                            p_row[j] *= dropout::dropped(key, k0 + j, threshold) ? 0.0f : keep;
                     }
                 }
 
@@ -169,7 +194,13 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
     else
         for (int64_t head = 0; head < heads; ++head) head_backward(head, 0);
 
-    // Every gradient is complete: only now are dq, dk, dv written.
+    // Every gradient is complete: only now are dq, dk, dv (and dsinks) written.
+    if (d.dsinks)
+        for (int64_t h = 0; h < d.heads_q; ++h) {
+            float sum = 0.0f;
+            for (int64_t b = 0; b < d.batch; ++b) sum += dsink_parts[size_t(b * d.heads_q + h)];
+            d.dsinks[h] = sum;
+        }
     copy_rows(ex, dq_all.data(), dq, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
     copy_rows(ex, dk_all.data(), dk, d.k, d.batch, d.heads_kv, len_kv, d.dim_qk);
     copy_rows(ex, dv_all.data(), dv, d.v, d.batch, d.heads_kv, len_kv, d.dim_v);

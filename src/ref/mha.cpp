@@ -74,6 +74,7 @@ attn_sdpa_desc mha_attention_desc(const attn_mha_desc &d) {
     s.kv_len = d.kv_len;
     s.dropout_p = d.dropout_p;
     s.dropout_seed = d.dropout_seed;
+    s.window_left = s.window_right = -1;  // no sliding window (0 would be the diagonal only)
     return s;
 }
 

@@ -1,6 +1,8 @@
 // Reference scaled dot-product attention, one query row at a time:
-//   A[b,h,i,:] = softmax_j(scale * q_i . k_j + mask) with causal and kv_len masking,
-//   out[b,h,i,:] = sum_j dropout(A)[j] * v_j.
+//   A[b,h,i,:] = softmax_j(s_ij) with s the score of src/kernels/attention_scores.hpp
+//   (scale, softcap, + mask, - ALiBi; window, causal and kv_len hiding), the head's sink in
+//   the denominator, out[b,h,i,:] = sum_j dropout(A)[j] * v_j; K and V through the one
+//   addressing function (paged or not).
 // Scratch is O(len_kv) per row; the len_q x len_kv matrix is only written when asked for.
 #include <vector>
 
@@ -14,7 +16,8 @@ void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *
     std::vector<float> z(static_cast<size_t>(d.len_kv));  // dropout factors
     for (int64_t b = 0; b < d.batch; ++b) {
         for (int64_t h = 0; h < d.heads_q; ++h) {
-            const float *v_head = v + b * d.v.batch + sdpa_row::kv_head(d, h) * d.v.head;
+            const kernels::kv_rows v_rows = ops::v_rows_for(d, v, b, sdpa_row::kv_head(d, h));
+            const float sink = ops::sink_for(d, h);
             for (int64_t i = 0; i < d.len_q; ++i) {
                 const int64_t row = (b * d.heads_q + h) * d.len_q + i;  // dense [b,h,i] index
                 float *out_row = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
@@ -22,14 +25,14 @@ void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *
 
                 const float m = sdpa_row::scores(d, q, k, b, h, i, s.data());
                 for (int64_t c = 0; c < d.dim_v; ++c) out_row[c] = 0.0f;
-                if (m == sdpa_row::neg_inf) {  // every key masked: zeros, never NaN
-                    if (d.lse) d.lse[row] = sdpa_row::neg_inf;
+                if (m == sdpa_row::neg_inf) {  // every key masked: zeros, never NaN; lse = sink
+                    if (d.lse) d.lse[row] = sink;
                     if (weights_row)
                         for (int64_t j = 0; j < d.len_kv; ++j) weights_row[j] = 0.0f;
                     continue;
                 }
-                // A_j = softmax_j(s), before dropout.
-                const float lse = sdpa_row::softmax_in_place(s.data(), d.len_kv, m);
+                // A_j = softmax_j(s) with the sink in the denominator, before dropout.
+                const float lse = sdpa_row::softmax_in_place(s.data(), d.len_kv, m, sink);
                 if (d.lse) d.lse[row] = lse;
                 if (weights_row)
                     for (int64_t j = 0; j < d.len_kv; ++j) weights_row[j] = s[j];
@@ -40,7 +43,7 @@ void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *
                 for (int64_t j = 0; j < d.len_kv; ++j) {
                     if (sdpa_row::key_hidden(d, b, i, j)) continue;
                     const float p = s[j] * z[j];
-                    const float *v_row = v_head + j * d.v.seq;
+                    const float *v_row = v_rows.row_as<float>(j);
                     for (int64_t c = 0; c < d.dim_v; ++c) out_row[c] += p * v_row[c];
                 }
             }
@@ -84,8 +87,11 @@ void sdpa_typed(const attn_sdpa_desc &d, const void *q, const void *k, const voi
         return;
     }
     const std::vector<float> qf = widened(q, d.q_type, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
-    const std::vector<float> kf = widened(k, d.kv_type, d.k, d.batch, d.heads_kv, d.len_kv, d.dim_qk);
-    const std::vector<float> vf = widened(v, d.kv_type, d.v, d.batch, d.heads_kv, d.len_kv, d.dim_v);
+    // paged K/V: the whole pool, num_pages pages of page_size rows
+    const int64_t kv_outer = d.block_table ? d.num_pages : d.batch;
+    const int64_t kv_rows = d.block_table ? d.page_size : d.len_kv;
+    const std::vector<float> kf = widened(k, d.kv_type, d.k, kv_outer, d.heads_kv, kv_rows, d.dim_qk);
+    const std::vector<float> vf = widened(v, d.kv_type, d.v, kv_outer, d.heads_kv, kv_rows, d.dim_v);
     std::vector<float> of(size_t(span_elements(d.out, d.batch, d.heads_q, d.len_q, d.dim_v)));
     attn_sdpa_desc f32 = d;
     f32.q_type = f32.kv_type = f32.out_type = ATTN_DTYPE_F32;

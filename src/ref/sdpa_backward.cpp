@@ -3,8 +3,10 @@
 //   dV   += Pd^T dO
 //   dP    = (dO V^T) * z
 //   D_i   = sum_j P_ij dP_ij
-//   dS    = P * (dP - D)
+//   dS    = P * (dP - D) * g       g = d s / d (scaled score): 1 - tanh^2 with softcap, else 1
 //   dQ    = scale * dS K,   dK += scale * dS^T Q
+//   dsink_h += -P_sink D           P_sink = exp(sink_h - lse): the sink has no value, dP = 0
+// with P and the score s of src/kernels/attention_scores.hpp (lse including the sink).
 // Grouped-query heads accumulate into their shared dK, dV rows.
 #include <vector>
 
@@ -39,8 +41,12 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
     std::vector<float> p(static_cast<size_t>(d.len_kv));   // scores, then P
     std::vector<float> z(static_cast<size_t>(d.len_kv));   // dropout factors
     std::vector<float> dp(static_cast<size_t>(d.len_kv));  // dP, then dS
+    std::vector<float> g(static_cast<size_t>(d.len_kv));   // d s / d (scaled score)
+    if (d.dsinks)
+        for (int64_t h = 0; h < d.heads_q; ++h) d.dsinks[h] = 0.0f;
     for (int64_t b = 0; b < d.batch; ++b) {
         for (int64_t h = 0; h < d.heads_q; ++h) {
+            const float sink = ops::sink_for(d, h);
             const int64_t hk = sdpa_row::kv_head(d, h);
             const float *k_head = k + b * d.k.batch + hk * d.k.head;
             const float *v_head = v + b * d.v.batch + hk * d.v.head;
@@ -52,14 +58,14 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
                 const float *dout_row = dout + b * d.out.batch + h * d.out.head + i * d.out.seq;
                 float *dq_row = dq + b * d.q.batch + h * d.q.head + i * d.q.seq;
 
-                const float m = sdpa_row::scores(d, q, k, b, h, i, p.data());
+                const float m = sdpa_row::scores(d, q, k, b, h, i, p.data(), g.data());
                 if (m == sdpa_row::neg_inf) continue;  // fully masked: no gradient flows
-                // P = the softmax recomputed, e^(s_j - m) / sum, whether or not the forward's
-                // lse is given: e^(s_j - lse) would carry lse's rounding (ulp(|lse|), large when
-                // the scores are) into every weight of the row. A row the forward saw as fully
-                // masked (lse -inf) has no gradient.
+                // P = the softmax recomputed, e^(s_j - m) / sum (the sink in its denominator),
+                // whether or not the forward's lse is given: e^(s_j - lse) would carry lse's
+                // rounding (ulp(|lse|), large when the scores are) into every weight of the
+                // row. A row the forward saw as fully masked (lse -inf) has no gradient.
                 if (lse && lse[row] == sdpa_row::neg_inf) continue;
-                sdpa_row::softmax_in_place(p.data(), d.len_kv, m);
+                const float row_lse = sdpa_row::softmax_in_place(p.data(), d.len_kv, m, sink);
                 sdpa_row::dropout_factors(d, b, h, i, z.data());
 
                 // dV_j += (P_j z_j) dO_i;  dP_j = z_j (dO_i . V_j);  D = sum_j P_j dP_j
@@ -78,10 +84,13 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
                     dp[j] = dot * z[j];
                     big_d += p[j] * dp[j];
                 }
-                // dS_j = P_j (dP_j - D); dQ_i += scale dS_j K_j; dK_j += scale dS_j Q_i
+                // the sink's logit: P_sink (0 - D)
+                if (d.dsinks && sink != sdpa_row::neg_inf)
+                    d.dsinks[h] -= std::exp(sink - row_lse) * big_d;
+                // dS_j = P_j (dP_j - D) g_j; dQ_i += scale dS_j K_j; dK_j += scale dS_j Q_i
                 for (int64_t j = 0; j < d.len_kv; ++j) {
                     if (sdpa_row::key_hidden(d, b, i, j)) continue;
-                    const float ds = d.scale * (p[j] * (dp[j] - big_d));
+                    const float ds = d.scale * (p[j] * (dp[j] - big_d) * g[j]);
                     const float *k_row = k_head + j * d.k.seq;
                     float *dk_row = dk_head + j * d.k.seq;
                     for (int64_t c = 0; c < d.dim_qk; ++c) {

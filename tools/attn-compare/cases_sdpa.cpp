@@ -22,6 +22,11 @@ struct sdpa_options {
     layout_kind layout = layout_kind::bhsd;
     bool weights = false, lse = false;  // forward: extra outputs; backward: lse given or not
     float scale = 0.0f;                 // 0 = the default 1/sqrt(dim_qk)
+    // masks and layouts of today's models
+    int64_t window_left = -1, window_right = -1;
+    float softcap = 0.0f;
+    bool alibi = false, sinks = false;
+    int64_t page_size = 0;              // > 0: K and V in pages of this many keys (forward)
 };
 
 std::string label(const sdpa_options &o) {
@@ -38,6 +43,13 @@ std::string label(const sdpa_options &o) {
     if (o.layout == layout_kind::bshd) s += " bshd";
     if (o.layout == layout_kind::kv_cache) s += " kv-cache";
     if (o.scale != 0.0f) s += format(" scale=%g", o.scale);
+    if (o.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN) s += " causal=br-kv_len";
+    if (o.window_left >= 0 || o.window_right >= 0)
+        s += format(" window=(%lld,%lld)", (long long)o.window_left, (long long)o.window_right);
+    if (o.softcap > 0.0f) s += format(" softcap=%g", o.softcap);
+    if (o.alibi) s += " alibi";
+    if (o.sinks) s += " sinks";
+    if (o.page_size > 0) s += format(" pages=%lld", (long long)o.page_size);
     return s;
 }
 
@@ -48,8 +60,9 @@ attn_layout dense(int64_t heads, int64_t seq, int64_t dim) {
 // Inputs of one attention problem, laid out as the options ask.
 struct sdpa_inputs {
     attn_sdpa_desc d;
-    std::vector<float> q, k, v, mask;
+    std::vector<float> q, k, v, mask, slopes, sinks;
     std::vector<int32_t> kv_len;
+    int64_t page_size = 0;
 
     sdpa_inputs(const sdpa_options &o, uint32_t seed) {
         attn_sdpa_desc_init(&d, o.batch, o.heads_q, o.len_q, o.len_kv, o.dim_qk);
@@ -101,6 +114,40 @@ struct sdpa_inputs {
                 kv_len.push_back(int32_t(std::max<int64_t>(1, Lkv - b * (Lkv / 3))));
             d.kv_len = kv_len.data();
         }
+        d.window_left = o.window_left;
+        d.window_right = o.window_right;
+        d.softcap = o.softcap;
+        for (int64_t h = 0; h < Hq && o.alibi; ++h)  // the standard slopes 2^(-8 (h+1) / H)
+            slopes.push_back(float(std::exp2(-8.0 * double(h + 1) / double(Hq))));
+        if (o.alibi) d.alibi_slopes = slopes.data();
+        for (int64_t h = 0; h < Hq && o.sinks; ++h) sinks.push_back(h % 2 ? -3.0f : 2.0f);
+        if (o.sinks) d.sinks = sinks.data();
+        page_size = o.page_size;
+    }
+
+    // K or V ([batch, heads_kv, len_kv] rows of layout l) copied into pages of page_size keys,
+    // the pages in reverse order; the desc's layout and block table set to match.
+    std::vector<float> paged(const std::vector<float> &x, const attn_layout &l, int64_t dim,
+                             attn_sdpa_desc &p, std::vector<int32_t> &table) const {
+        const int64_t per_seq = (d.len_kv + page_size - 1) / page_size;
+        const int64_t pages = d.batch * per_seq;
+        table.resize(size_t(pages));
+        for (int64_t e = 0; e < pages; ++e) table[size_t(e)] = int32_t(pages - 1 - e);
+        const attn_layout pl{d.heads_kv * page_size * dim, page_size * dim, dim};
+        std::vector<float> pool(size_t(pages * pl.batch), 0.0f);
+        for (int64_t b = 0; b < d.batch; ++b)
+            for (int64_t h = 0; h < d.heads_kv; ++h)
+                for (int64_t j = 0; j < d.len_kv; ++j)
+                    for (int64_t c = 0; c < dim; ++c)
+                        pool[size_t(table[size_t(b * per_seq + j / page_size)] * pl.batch +
+                                    h * pl.head + (j % page_size) * pl.seq + c)] =
+                            x[size_t(b * l.batch + h * l.head + j * l.seq + c)];
+        p.block_table = table.data();
+        p.block_table_stride = per_seq;
+        p.page_size = page_size;
+        p.num_pages = pages;
+        (&l == &d.k ? p.k : p.v) = pl;
+        return pool;
     }
 
     size_t out_size() const { return size_t(layout_extent(d.out, d.batch, d.heads_q, d.len_q, d.dim_v)); }
@@ -125,7 +172,15 @@ struct sdpa_problem final : problem {
             l.assign(in.rows(), 0.0f);
             d.lse = l.data();
         }
-        attn_status st = attn_sdpa_f32(ctx, &d, in.q.data(), in.k.data(), in.v.data(), out.data());
+        std::vector<int32_t> table;
+        std::vector<float> k_pool, v_pool;
+        const float *k = in.k.data(), *v = in.v.data();
+        if (in.page_size > 0) {  // the same keys, in pages (pool reversed)
+            k_pool = in.paged(in.k, in.d.k, d.dim_qk, d, table);
+            v_pool = in.paged(in.v, in.d.v, d.dim_v, d, table);
+            k = k_pool.data(), v = v_pool.data();
+        }
+        attn_status st = attn_sdpa_f32(ctx, &d, in.q.data(), k, v, out.data());
         outputs = gather_bhsd(out.data(), d.out, d.batch, d.heads_q, d.len_q, d.dim_v);
         outputs.insert(outputs.end(), w.begin(), w.end());
         outputs.insert(outputs.end(), l.begin(), l.end());
@@ -239,7 +294,30 @@ void add_sdpa_cases(sweep_size s, std::vector<case_spec> &out) {
     fwd(o);
     o = shape(2, 3, 3, 21, 21, 8, 8), o.layout = layout_kind::bshd, o.mask = mask_kind::key_padding;
     fwd(o);
+    // masks and layouts of today's models
+    o = shape(1, 2, 2, 300, 300, 32, 32), o.causal = ATTN_CAUSAL_TOP_LEFT, o.window_left = 40;
+    o.lse = true;
+    fwd(o);
+    o = shape(2, 4, 2, 9, 333, 32, 32), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
+    o.kv_len = true, o.window_left = 30, o.alibi = true, o.sinks = true, o.lse = true;
+    fwd(o);
+    o = shape(1, 4, 4, 65, 130, 64, 64), o.window_left = 20, o.window_right = 5;
+    o.softcap = 5.0f, o.scale = 1.0f, o.weights = o.lse = true;
+    fwd(o);
+    o = shape(1, 8, 2, 1, 3000, 64, 64), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    o.window_left = 700, o.softcap = 30.0f, o.alibi = true, o.sinks = true, o.page_size = 16;
+    o.lse = true;
+    fwd(o);  // split-key decode from a paged cache
+    o = shape(2, 4, 2, 100, 230, 32, 32), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    o.mask = mask_kind::per_batch, o.kv_len = true, o.dropout_p = 0.2f, o.window_left = 50;
+    o.softcap = 20.0f, o.alibi = true, o.sinks = true, o.page_size = 1, o.weights = o.lse = true;
+    fwd(o);
     if (s == sweep_size::quick) return;
+    for (int64_t page : {1, 16, 256}) {
+        o = shape(2, 8, 2, 33, 1100, 64, 64), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        o.kv_len = true, o.window_left = 400, o.page_size = page, o.lse = true;
+        fwd(o);
+    }
 
     for (int64_t L : {1, 17, 64, 65, 257, 1025}) fwd(shape(1, 2, 2, L, L, 64, 64));
     for (int64_t D : {1, 16, 65, 128, 256}) fwd(shape(1, 2, 2, 257, 257, D, D));
@@ -317,6 +395,13 @@ void add_sdpa_backward_cases(sweep_size s, std::vector<case_spec> &out) {
     bwd(o);
     o = shape(2, 2, 2, 19, 19, 8, 8), o.mask = mask_kind::per_batch, o.kv_len = true;
     o.layout = layout_kind::bshd, o.lse = true;
+    bwd(o);
+    o = shape(2, 4, 2, 37, 80, 32, 32), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.window_left = 9;
+    o.window_right = -1, o.softcap = 5.0f, o.scale = 1.0f, o.alibi = true, o.sinks = true;
+    o.kv_len = true, o.lse = true;
+    bwd(o);
+    o = shape(2, 2, 2, 7, 90, 16, 16), o.causal = ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
+    o.kv_len = true, o.window_left = 20, o.sinks = true, o.dropout_p = 0.1f;
     bwd(o);
     if (s == sweep_size::quick) return;
 

@@ -37,8 +37,16 @@ double bf16_round(double x) {
 struct row_softmax {
     std::vector<double> a;     // A[j], softmax probabilities before dropout
     std::vector<double> keep;  // dropout factor: 0 or 1/(1-p); 1 without dropout
+    std::vector<double> g;     // d s_j / d (scale q.k_j): 1 - tanh^2 with softcap, else 1
     double lse = neg_inf;
 };
+
+// i' - i: query i's position on the key axis, by the alignment of API.md.
+inline int64_t query_offset(const attn_sdpa_desc &d, int64_t b) {
+    if (d.causal == ATTN_CAUSAL_TOP_LEFT) return 0;
+    if (d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN) return d.kv_len[b] - d.len_q;
+    return d.len_kv - d.len_q;
+}
 
 bool attention_row(const attn_sdpa_desc &d, const double *q, const double *k, int64_t b,
                    int64_t h, int64_t i, row_softmax &r) {
@@ -47,28 +55,39 @@ bool attention_row(const attn_sdpa_desc &d, const double *q, const double *k, in
     const double *qi = q + at(d.q, b, h, i);
     r.a.assign(d.len_kv, neg_inf);
     r.keep.assign(d.len_kv, 1.0);
+    r.g.assign(d.len_kv, 1.0);
+    const double sink = d.sinks ? double(d.sinks[h]) : neg_inf;
+    const int64_t ip = i + query_offset(d, b);
     double m = neg_inf;
     for (int64_t j = 0; j < d.len_kv; ++j) {
         if (d.kv_len && j >= d.kv_len[b]) continue;
-        if (d.causal == ATTN_CAUSAL_TOP_LEFT && j > i) continue;
-        if (d.causal == ATTN_CAUSAL_BOTTOM_RIGHT && j > i + (d.len_kv - d.len_q)) continue;
-        // s_j = scale * q_i . k_j + mask(b, h, i, j)
+        if (d.causal != ATTN_CAUSAL_NONE && j > ip) continue;
+        if (d.window_left >= 0 && j < ip - d.window_left) continue;
+        if (d.window_right >= 0 && j > ip + d.window_right) continue;
+        // s_j = softcap(scale * q_i . k_j) + mask(b, h, i, j) - slope_h |i' - j|
         const double *kj = k + at(d.k, b, hk, j);
         double dot = 0.0;
         for (int64_t x = 0; x < d.dim_qk; ++x) dot += qi[x] * kj[x];
         double s = double(d.scale) * dot;
+        if (d.softcap > 0.0f) {
+            const double t = std::tanh(s / double(d.softcap));
+            s = double(d.softcap) * t;
+            r.g[j] = 1.0 - t * t;
+        }
         if (d.mask)
             s += d.mask[b * d.mask_strides.batch + h * d.mask_strides.head +
                         i * d.mask_strides.seq + j];
+        if (d.alibi_slopes) s -= double(d.alibi_slopes[h]) * std::fabs(double(ip - j));
         r.a[j] = s;
         if (s > m) m = s;
     }
-    if (m == neg_inf) {
+    if (m == neg_inf) {  // no visible key: zeros, lse = the sink
         r.a.assign(d.len_kv, 0.0);
-        r.lse = neg_inf;
+        r.lse = sink;
         return false;
     }
-    double sum = 0.0;
+    m = std::max(m, sink);
+    double sum = sink == neg_inf ? 0.0 : std::exp(sink - m);  // the sink: a logit with no value
     for (auto &s : r.a) {
         s = (s == neg_inf) ? 0.0 : std::exp(s - m);
         sum += s;
@@ -196,7 +215,7 @@ void sdpa_backward_exact(const attn_sdpa_desc &d, const double *q, const double 
                     double *dvj = dv + kv_row * dvd;
                     for (int64_t x = 0; x < dvd; ++x) dvj[x] += w * doi[x];
                     // dS_j = A_j (dA_j - D);  dQ_i += scale dS_j k_j;  dK_j += scale dS_j q_i
-                    const double ds = double(d.scale) * r.a[j] * (da[j] - dsum);
+                    const double ds = double(d.scale) * r.a[j] * (da[j] - dsum) * r.g[j];
                     const double *kj = k + at(d.k, b, hk, j);
                     double *dkj = dk + kv_row * dqk;
                     for (int64_t x = 0; x < dqk; ++x) {

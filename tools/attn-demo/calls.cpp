@@ -31,7 +31,7 @@ matrix scores(attn_context *ctx, const matrix &q, const matrix &k, float alpha) 
 }
 
 attention_result attention(attn_context *ctx, const matrix &q, const matrix &k, const matrix &v,
-                           float scale, attn_causal causal) {
+                           float scale, attn_causal causal, int64_t window_left) {
     const int64_t len_q = q.rows, len_kv = k.rows, dim_qk = q.cols, dim_v = v.cols;
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, 1, len_q, len_kv, dim_qk);
@@ -42,6 +42,7 @@ attention_result attention(attn_context *ctx, const matrix &q, const matrix &k, 
     d.out = attn_layout{len_q * dim_v, len_q * dim_v, dim_v};
     d.scale = scale;
     d.causal = causal;
+    d.window_left = window_left;
 
     attention_result r;
     r.weights = matrix(len_q, len_kv);

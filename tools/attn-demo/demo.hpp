@@ -66,7 +66,8 @@ struct attention_result {
     std::vector<float> lse;
 };
 attention_result attention(attn_context *ctx, const matrix &q, const matrix &k, const matrix &v,
-                           float scale, attn_causal causal);
+                           float scale, attn_causal causal,
+                           int64_t window_left = -1);
 
 // Printing with the seed's rounding (4 decimals); -0.0000 is printed as 0.0000.
 std::string fixed4(double x);

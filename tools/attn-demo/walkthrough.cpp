@@ -140,7 +140,30 @@ bool walkthrough(attn_context *ctx, const options &opt) {
                 yes_no(row3_same));
     const bool causal_ok = matches_printed(c.weights, printed_a_causal());
     std::printf("  equals the printed A_causal: %s\n", yes_no(causal_ok));
-    return ok && row3_same && causal_ok;
+
+    std::printf("\n== Sliding windows: causal with window_left = 1 (desc->window_left) ==\n\n");
+    std::printf("  each query sees itself and the one key before it: row 3 sees keys 2 and 3\n");
+    const attention_result w = attention(ctx, q, k, v, scale, ATTN_CAUSAL_TOP_LEFT, 1);
+    print_matrix("A_window", w.weights);
+    print_heat_map("A_window", w.weights);
+    // Row 3 is the causal row 3 without key 1, renormalised over keys 2 and 3.
+    const double a32 = c.weights.at(2, 1), a33 = c.weights.at(2, 2);
+    std::printf("  row 3 from A_causal: %s / (%s + %s) = %s and %s / (%s + %s) = %s\n",
+                fixed4(a32).c_str(), fixed4(a32).c_str(), fixed4(a33).c_str(),
+                fixed4(a32 / (a32 + a33)).c_str(), fixed4(a33).c_str(), fixed4(a32).c_str(),
+                fixed4(a33).c_str(), fixed4(a33 / (a32 + a33)).c_str());
+    const bool window_ok = w.weights.at(2, 0) == 0.0f &&
+                           fixed4(w.weights.at(2, 1)) == fixed4(a32 / (a32 + a33)) &&
+                           fixed4(w.weights.at(2, 2)) == fixed4(a33 / (a32 + a33));
+    bool rows12_same = true;  // rows 1 and 2 reach back at most one key anyway
+    for (int64_t i = 0; i < 2; ++i)
+        for (int64_t j = 0; j < 3; ++j)
+            rows12_same = rows12_same && w.weights.at(i, j) == c.weights.at(i, j);
+    std::printf("  rows 1 and 2 equal A_causal's (they reach back one key at most): %s\n",
+                yes_no(rows12_same));
+    std::printf("  row 3 renormalised over keys 2 and 3, key 1 never read: %s\n",
+                yes_no(window_ok));
+    return ok && row3_same && causal_ok && window_ok && rows12_same;
 }
 
 }  // namespace demo

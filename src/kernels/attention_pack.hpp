@@ -1,0 +1,142 @@
+// K packing and V padding of the fused attention (attention.hpp), templated on the xsimd
+// Arch. Every K and V row is found through the one addressing function (kv_rows.hpp), so a
+// paged cache and contiguous rows holding the same values give the same packed bits.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/attention_micro.hpp"
+#include "kernels/elements.hpp"
+#include "kernels/kv_rows.hpp"
+
+namespace attn::kernels {
+namespace attention_detail {
+
+// Rows this far ahead are prefetched while copying or packing K and V.
+inline constexpr int64_t pack_prefetch_rows = 8;
+
+// Asks for the cache lines of row[0 .. count) (elements of T), for reading or (Write) for
+// writing.
+template <class Arch, bool Write, class T>
+inline void prefetch_row(const T *row, int64_t count) {
+    constexpr int64_t per_line = 64 / sizeof(T);
+    for (int64_t i = 0; i < count; i += per_line) __builtin_prefetch(row + i, Write ? 1 : 0, 3);
+    if (count > 0) __builtin_prefetch(row + count - 1, Write ? 1 : 0, 3);
+}
+
+// The same for a row of type t at element offset i of base.
+template <class Arch, bool Write>
+inline void prefetch_row(const void *base, attn_dtype t, int64_t i, int64_t count) {
+    if (t == ATTN_DTYPE_F32)
+        prefetch_row<Arch, Write>(static_cast<const float *>(base) + i, count);
+    else
+        prefetch_row<Arch, Write>(static_cast<const uint16_t *>(base) + i, count);
+}
+
+// r[0..16) = the 16 x 16 block's rows in, its columns out (AVX-512): interleave pairs of
+// rows, then pairs of pairs, then 128-bit quarters twice.
+template <class Arch>
+inline void transpose_16x16(xsimd::batch<float, Arch> *r) {
+    using reg = typename xsimd::batch<float, Arch>::register_type;  // __m512
+    reg t[16], u[16];
+    for (int k = 0; k < 8; ++k) {
+        t[2 * k] = _mm512_unpacklo_ps(reg(r[2 * k]), reg(r[2 * k + 1]));
+        t[2 * k + 1] = _mm512_unpackhi_ps(reg(r[2 * k]), reg(r[2 * k + 1]));
+    }
+    for (int k = 0; k < 4; ++k) {  // u[4k + j]: column 4q + j of rows 4k..4k+3 in quarter q
+        u[4 * k + 0] = _mm512_shuffle_ps(t[4 * k + 0], t[4 * k + 2], 0x44);
+        u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k + 0], t[4 * k + 2], 0xEE);
+        u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {
+        const reg w0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
+        const reg w1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+        const reg w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+        const reg w3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_f32x4(w0, w2, 0x88);
+        r[4 + j] = _mm512_shuffle_f32x4(w1, w3, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(w0, w2, 0xDD);
+        r[12 + j] = _mm512_shuffle_f32x4(w1, w3, 0xDD);
+    }
+}
+
+// Panels of nr keys, [dim][nr] each, from rows k + j * k_ld (j < keys; zero for j >= keys),
+// elements of type E widened to f32. On AVX-512, 16 keys x 16 dims at a time through a
+// register transpose (16 loads and 16 stores instead of 256 of each); elsewhere, and at the
+// edges, element by element.
+// Panels of nr keys, [dim][nr] each, from key rows first + p * nr + n (zero from keys_end
+// on), elements of type E widened to f32. On AVX-512, 16 keys x 16 dims at a time through a
+// register transpose (16 loads and 16 stores instead of 256 of each); elsewhere, and at the
+// edges, element by element.
+template <class Arch, class E>
+void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim,
+                   int64_t panels, float *packed) {
+    using S = typename E::storage;
+    constexpr int nr = panel_keys<Arch>;
+    for (int64_t p = 0; p < panels; ++p) {
+        float *panel = packed + p * nr * dim;
+        int n = 0;
+        if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+            for (; n + 16 <= nr && first + p * nr + n + 16 <= keys_end; n += 16) {
+                const int64_t j0 = first + p * nr + n;
+                const S *row[16];
+                for (int i = 0; i < 16; ++i) row[i] = k.row_as<S>(j0 + i);
+                // K comes from far caches or memory: fetch the next 16 rows meanwhile
+                for (int64_t i = 0; i < 16 && j0 + 16 + i < keys_end; ++i)
+                    prefetch_row<Arch, false>(k.row_as<S>(j0 + 16 + i), dim);
+                int64_t d = 0;
+                for (; d + 16 <= dim; d += 16) {
+                    xsimd::batch<float, Arch> r[16];
+                    for (int i = 0; i < 16; ++i) r[i] = widen<Arch, E>(row[i] + d);
+                    transpose_16x16<Arch>(r);
+                    for (int c = 0; c < 16; ++c) r[c].store_unaligned(panel + (d + c) * nr + n);
+                }
+                for (; d < dim; ++d)
+                    for (int i = 0; i < 16; ++i) panel[d * nr + n + i] = widen_one<Arch, E>(row[i] + d);
+            }
+        }
+        for (; n < nr; ++n) {
+            const int64_t j = first + p * nr + n;
+            if (j < keys_end) {
+                const S *row = k.row_as<S>(j);
+                // K comes from far caches or memory, one row at a time: fetch rows ahead
+                if (j + pack_prefetch_rows < keys_end)
+                    prefetch_row<Arch, false>(k.row_as<S>(j + pack_prefetch_rows), dim);
+                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = widen_one<Arch, E>(row + d);
+            } else {
+                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = 0.0f;
+            }
+        }
+    }
+}
+
+// The same with K's type known at run time (k.type).
+template <class Arch>
+void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim,
+                   int64_t panels, float *packed) {
+    switch (k.type) {
+    case ATTN_DTYPE_BF16: pack_k_panels<Arch, bf16_elements>(k, first, keys_end, dim, panels, packed); break;
+    case ATTN_DTYPE_F16: pack_k_panels<Arch, f16_elements>(k, first, keys_end, dim, panels, packed); break;
+    default: pack_k_panels<Arch, f32_elements>(k, first, keys_end, dim, panels, packed); break;
+    }
+}
+
+// V rows first .. first+keys-1 widened into padded[j * padded_ld] (f32), zero to padded_ld.
+template <class Arch>
+void pad_v_rows(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, float *padded,
+                int64_t padded_ld) {
+    for (int64_t j = 0; j < keys; ++j) {
+        float *dst = padded + j * padded_ld;
+        if (j + pack_prefetch_rows < keys)
+            prefetch_row<Arch, false>(v.row(first + j + pack_prefetch_rows), v.type, 0, dim_v);
+        widen_row<Arch>(v.row(first + j), v.type, dim_v, dst);
+        for (int64_t c = dim_v; c < padded_ld; ++c) dst[c] = 0.0f;
+    }
+}
+
+}  // namespace attention_detail
+}  // namespace attn::kernels

@@ -1,0 +1,180 @@
+// The score definition of attention_scores.hpp in vector form, for a row of a key tile, and
+// the online-softmax steps on it; shared by the tile loop (attention.hpp, both score
+// policies) and the decode kernel. Templated on the xsimd Arch.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/attention_args.hpp"
+#include "kernels/attention_micro.hpp"
+#include "kernels/attention_scores.hpp"
+#include "kernels/vec_math.hpp"
+#include "ref/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
+
+namespace attn::kernels {
+namespace attention_detail {
+
+// Row r's visible keys in the key tile [j0, j0 + cols), as tile columns [lo, hi); {0, 0}
+// when it sees none there.
+inline key_range tile_columns(const attention_tile &t, int64_t r, int64_t j0, int64_t cols) {
+    const key_range k = t.keys_of(r);
+    int64_t lo = k.lo - j0, hi = k.hi - j0;
+    if (lo < 0) lo = 0;
+    if (hi > cols) hi = cols;
+    if (hi <= lo) return {0, 0};
+    return {lo, hi};
+}
+
+// The columns every row of rows [r0, r1) sees in the tile (ranges grow with the row);
+// {x, x} (empty) when they share none.
+inline key_range shared_columns(const attention_tile &t, int64_t r0, int64_t r1, int64_t j0,
+                                int64_t cols) {
+    key_range s = tile_columns(t, r0, j0, cols);
+    for (int64_t r = r0 + 1; r < r1 && s.hi > s.lo; ++r) {
+        const key_range c = tile_columns(t, r, j0, cols);
+        if (c.lo > s.lo) s.lo = c.lo;
+        if (c.hi < s.hi) s.hi = c.hi;
+    }
+    if (s.hi < s.lo) s.hi = s.lo;
+    return s;
+}
+
+// Key vectors of the panel at tile columns [c0, c0 + nr) that rows [r0, r0 + rr) need
+// computed: 0 when the panel is hidden from each of them (wholly left of the window of the
+// first, which sees least to the left, or right of the last's limit), else up to the last
+// row's limit. The scores past it, or in a skipped panel, are never read.
+template <class Arch>
+inline int panel_vectors(const attention_tile &t, int64_t r0, int64_t rr, int64_t j0, int64_t c0) {
+    constexpr int W = lanes<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    const int64_t lo = t.keys_of(r0).lo - j0, hi = t.keys_of(r0 + rr - 1).hi - j0;
+    if (c0 >= hi || c0 + nr <= lo) return 0;
+    const int64_t seen = hi - c0;
+    return seen >= nr ? nr / W : static_cast<int>((seen + W - 1) / W);
+}
+
+// Whether the scores of row r need more than the scaled dot products (softcap, ALiBi).
+inline bool has_score_terms(const attention_tile &t) { return t.softcap > 0.0f || t.alibi_slopes; }
+
+// Row r of S for keys j0 + c, c in cols = [lo, hi) (a range of tile_columns): the score
+// definition applied to the scaled scores in s_row, in its order: softcap, + mask (mask_row
+// at key j0), - ALiBi slope |i' - j| (the distance an integer, converted once: exact up to
+// 2^24); lanes outside [lo, hi) -> -inf. Returns the max over [lo, hi) (-inf when empty, NaN
+// when a score is NaN). Only vectors from round_down(lo) to round_up(hi) are touched.
+template <class Arch>
+float finish_score_row(const attention_tile &t, int64_t r, float *s_row, key_range cols,
+                       const float *mask_row, int64_t j0) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const fbatch index = lane_index<Arch>();
+    const bool cap = t.softcap > 0.0f;
+    const fbatch softcap(t.softcap);
+    const float slope = t.alibi_slopes ? t.alibi_slopes[r * t.head_step()] : 0.0f;
+    const int64_t at = t.query(r) + t.visibility.offset;  // i', the query on the key axis
+    fbatch row_max(neg_inf);
+    xsimd::batch_bool<float, Arch> nan_seen(false);
+    for (int64_t c = cols.lo / W * W; c < cols.hi; c += W) {
+        fbatch x = fbatch::load_aligned(s_row + c);
+        if (cap) x = softcap * kernels::tanh<Arch>(x / softcap);
+        if (mask_row) {
+            if (c + W <= cols.hi) {
+                x += fbatch::load_unaligned(mask_row + c);
+            } else {
+                alignas(64) float part[W] = {};
+                for (int64_t i = 0; i < cols.hi - c; ++i) part[i] = mask_row[c + i];
+                x += fbatch::load_aligned(part);
+            }
+        }
+        if (t.alibi_slopes) {  // |i' - j| for j = j0 + c + lane: i' - j0 - c exact, minus lanes
+            const fbatch distance = xsimd::abs(fbatch(static_cast<float>(at - j0 - c)) - index);
+            x -= fbatch(slope) * distance;
+        }
+        if (c < cols.lo || c + W > cols.hi) {
+            const fbatch col = fbatch(static_cast<float>(c)) + index;
+            x = xsimd::select(col >= fbatch(static_cast<float>(cols.lo)) &&
+                                  col < fbatch(static_cast<float>(cols.hi)),
+                              x, fbatch(neg_inf));
+        }
+        x.store_aligned(s_row + c);
+        row_max = xsimd::max(x, row_max);  // x86 max returns its second operand on NaN
+        nan_seen = nan_seen | xsimd::isnan(x);
+    }
+    if (xsimd::any(nan_seen)) return std::numeric_limits<float>::quiet_NaN();
+    return reduce_max<Arch>(row_max);
+}
+
+// The running row max after a tile whose max is x: a NaN x (a NaN score: NaN in q, k or the
+// mask) makes it NaN, so the row becomes NaN rather than reading as "nothing visible".
+template <class Arch>
+inline float running_max(float m, float x) { return x > m || x != x ? x : m; }
+
+// Row r's sink logit (-inf: none), with which its running max and sum start: m = sink,
+// l = e^(sink - m) = 1 (0 without a sink).
+inline float row_sink(const attention_tile &t, int64_t r) {
+    return t.sinks ? t.sinks[r * t.head_step()] : -std::numeric_limits<float>::infinity();
+}
+
+// p *= dropout factor of keys j0 + c .. j0 + c + W - 1 for a row whose generator key is
+// row_key: fmix32(row_key ^ j * column_multiplier) < threshold drops (as dropout::dropped).
+template <class Arch>
+inline xsimd::batch<float, Arch> apply_dropout(const xsimd::batch<float, Arch> &p,
+                                               uint32_t row_key, int64_t j, uint32_t threshold,
+                                               float keep) {
+    using fbatch = xsimd::batch<float, Arch>;
+    using ubatch = xsimd::batch<uint32_t, Arch>;
+    using ibatch = xsimd::batch<int32_t, Arch>;
+    alignas(64) static constexpr uint32_t index[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                       8, 9, 10, 11, 12, 13, 14, 15};
+    const ubatch cols = ubatch(static_cast<uint32_t>(j)) + ubatch::load_aligned(index);
+    ubatch x = ubatch(row_key) ^ (cols * ubatch(dropout::column_multiplier));
+    x ^= x >> 16;
+    x *= ubatch(0x85ebca6bU);
+    x ^= x >> 13;
+    x *= ubatch(0xc2b2ae35U);
+    x ^= x >> 16;
+    // Unsigned x >= threshold, as a signed compare after flipping the sign bits.
+    const ibatch xs = xsimd::bitwise_cast<ibatch>(x ^ ubatch(0x80000000U));
+    const ibatch ts(static_cast<int32_t>(threshold ^ 0x80000000U));
+    const ibatch keep_bits = xsimd::select(xs >= ts, xsimd::bitwise_cast<ibatch>(fbatch(keep)),
+                                           ibatch(0));
+    return p * xsimd::bitwise_cast<fbatch>(keep_bits);
+}
+
+// Row r's scores in columns [round_down(lo), hi) of the key tile at j0 become P = e^(S - m)
+// in place, times the dropout factors when t drops; returns the lane-wise sum of P (taken
+// before dropout). Scores outside [lo, hi) in those vectors must be -inf (finish_score_row).
+// exp on the unrounded difference: 2^((S - m) log2e) rounds the product, an error of
+// |S - m| 2^-24 in the exponent (and log2e's own rounding, 1.3e-8 relative), which for scores
+// of magnitude ~100 is several times the rounding of S itself.
+template <class Arch>
+xsimd::batch<float, Arch> exp_scores_row(float *s_row, key_range cols, float m,
+                                         const attention_tile &t, int64_t r, int64_t j0) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const fbatch shift(m);
+    fbatch sum(0.0f);
+    const int64_t from = cols.lo / W * W;
+    if (!t.dropout_keys) {
+        for (int64_t c = from; c < cols.hi; c += W) {
+            const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+            sum += p;
+            p.store_aligned(s_row + c);
+        }
+    } else {
+        const uint32_t key = t.dropout_keys[r];
+        for (int64_t c = from; c < cols.hi; c += W) {
+            const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift);
+            sum += p;
+            apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold, t.dropout_keep)
+                .store_aligned(s_row + c);
+        }
+    }
+    return sum;
+}
+
+}  // namespace attention_detail
+}  // namespace attn::kernels
