@@ -159,14 +159,17 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
                     // a hidden key's dO . V (NaN if its V row is) must not reach D
                     for (int64_t j = 0; j < lo; ++j) dp_row[j] = 0.0f;
                     for (int64_t j = hi; j < keys; ++j) dp_row[j] = 0.0f;
-                    // dPz = dP z, D = sum P dPz, dS = P (dPz - D), then P z for dV
+                    // dPz = dP z, dS = P (dPz - D), then P z for dV
                     if (dropout) {
                         const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
                         for (int64_t j = 0; j < keys; ++j)
                             dp_row[j] *= dropout::dropped(key, k0 + j, threshold) ? 0.0f : keep;
                     }
+                    // D = dO . O (FlashAttention's delta: sum_j P_j dP_j when out is the
+                    // forward's output), from out as every path takes it
+                    const int64_t at_row = b * d.out.batch + h * d.out.head + i * d.out.seq;
                     float big_d = 0.0f;
-                    for (int64_t j = 0; j < keys; ++j) big_d += p_row[j] * dp_row[j];
+                    for (int64_t c = 0; c < d.dim_v; ++c) big_d += dout[at_row + c] * out[at_row + c];
                     for (int64_t j = 0; j < keys; ++j) dp_row[j] = p_row[j] * (dp_row[j] - big_d);
                     if (g_row)
                         for (int64_t j = lo; j < hi; ++j) dp_row[j] *= g_row[j];

@@ -32,7 +32,7 @@ void zero_rows(float *x, const attn_layout &l, int64_t batch, int64_t heads, int
 }  // namespace
 
 void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
-                   const float * /*out: D is formed from P and dP instead*/, const float *dout,
+                   const float *out, const float *dout,
                    const float *lse, float *dq, float *dk, float *dv) {
     zero_rows(dq, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
     zero_rows(dk, d.k, d.batch, d.heads_kv, d.len_kv, d.dim_qk);
@@ -68,8 +68,12 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
                 const float row_lse = sdpa_row::softmax_in_place(p.data(), d.len_kv, m, sink);
                 sdpa_row::dropout_factors(d, b, h, i, z.data());
 
-                // dV_j += (P_j z_j) dO_i;  dP_j = z_j (dO_i . V_j);  D = sum_j P_j dP_j
+                // D = dO_i . O_i, FlashAttention's delta: sum_j P_j dP_j when out is the
+                // forward's output (the API's contract), read from out as every path does
+                const float *out_row = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
                 float big_d = 0.0f;
+                for (int64_t c = 0; c < d.dim_v; ++c) big_d += dout_row[c] * out_row[c];
+                // dV_j += (P_j z_j) dO_i;  dP_j = z_j (dO_i . V_j)
                 for (int64_t j = 0; j < d.len_kv; ++j) {
                     dp[j] = 0.0f;
                     if (sdpa_row::key_hidden(d, b, i, j)) continue;  // never read, as forward
@@ -82,7 +86,6 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
                         dot += dout_row[c] * v_row[c];
                     }
                     dp[j] = dot * z[j];
-                    big_d += p[j] * dp[j];
                 }
                 // the sink's logit: P_sink (0 - D)
                 if (d.dsinks && sink != sdpa_row::neg_inf)
