@@ -11,8 +11,12 @@
 //       and f32 inputs under ATTN_FPMATH_BF16, all with f32 out
 //   sdpa/onednn_bf16/-/threads:{1,2}/H8_L2048_D<D>_bf16   the bf16 attention composed per head
 //       from oneDNN bf16 matmuls: S = Q K^T (bf16 -> f32), attn_softmax_f32 (scale applied
-//       there), P rounded to bf16 (attn_convert), O = P V (bf16 -> f32); oneDNN's threads are
-//       OpenMP's (omp_set_num_threads), attn's those of a context of as many
+//       there), P rounded to bf16 (attn_convert), O = P V (bf16 -> f32). All on OpenMP's
+//       threads: oneDNN's are OpenMP's (omp_set_num_threads), and the softmax and rounding
+//       run as an OpenMP loop over row blocks, each thread with a one-thread attn context.
+//       Run the two-thread rows with OMP_WAIT_POLICY=PASSIVE: with libgomp's default
+//       spin-waiting, 16 parallel regions per call on a shared two-core machine ran 4x slower
+//       (the same with attn's TBB threads doing the softmax); passive, 2x faster than 1 thread.
 // GFLOP/s = 4 B H Lq Lk D / time (half for causal: only the visible half is work). The decode
 // shapes also report GB/s of K and V read once (128 MiB, 32 MiB with 8 KV heads: they fit this
 // Xeon's L3, so compare with machine/read_bw_decode), and GB/s_cpu per second on a CPU.
@@ -148,7 +152,17 @@ void sdpa_openblas(benchmark::State &state, sdpa_shape s, int threads) {
 // The composition with oneDNN's bf16 matmul (see the header), primitives created once.
 void sdpa_onednn_bf16(benchmark::State &state, sdpa_shape s, int threads) {
     omp_set_num_threads(threads);
-    attn_context *ctx = context(ATTN_IMPL_SIMD, ATTN_ISA_AUTO, threads);
+    std::vector<attn_context *> ctxs(static_cast<size_t>(threads), nullptr);
+    for (int t = 0; t < threads; ++t) {
+        attn_config cfg;
+        attn_config_init(&cfg);
+        cfg.impl = ATTN_IMPL_SIMD;
+        cfg.num_threads = 1;
+        if (attn_context_create(&cfg, &ctxs[size_t(t)]) != ATTN_OK) {
+            state.SkipWithError("attn_context_create failed");
+            return;
+        }
+    }
     sdpa_data x(s);
     const std::vector<uint16_t> q16 = to_bf16(x.q), k16 = to_bf16(x.k), v16 = to_bf16(x.v);
     const int64_t L = s.len_q, Lk = s.len_kv, D = s.dim;
@@ -177,10 +191,17 @@ void sdpa_onednn_bf16(benchmark::State &state, sdpa_shape s, int threads) {
             o_mem.set_data_handle(x.out.data() + h * L * D);
             qk.execute(strm, {{DNNL_ARG_SRC, q_mem}, {DNNL_ARG_WEIGHTS, k_mem}, {DNNL_ARG_DST, s_mem}});
             strm.wait();
-            float *p = scores.data();
-            if (attn_softmax_f32(ctx, L, Lk, scale, p, Lk, p, Lk) != ATTN_OK ||
-                attn_convert(ctx, L * Lk, p, ATTN_DTYPE_F32, p16.data(), ATTN_DTYPE_BF16) != ATTN_OK)
-                return false;
+            bool ok = true;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(&& : ok)
+            for (int t = 0; t < threads; ++t) {
+                const int64_t r0 = L * t / threads, r1 = L * (t + 1) / threads;
+                float *p = scores.data() + r0 * Lk;
+                attn_context *c = ctxs[size_t(t)];
+                ok = attn_softmax_f32(c, r1 - r0, Lk, scale, p, Lk, p, Lk) == ATTN_OK &&
+                     attn_convert(c, (r1 - r0) * Lk, p, ATTN_DTYPE_F32, p16.data() + r0 * Lk,
+                                  ATTN_DTYPE_BF16) == ATTN_OK;
+            }
+            if (!ok) return false;
             pv.execute(strm, {{DNNL_ARG_SRC, p_mem}, {DNNL_ARG_WEIGHTS, v_mem}, {DNNL_ARG_DST, o_mem}});
             strm.wait();
         }
@@ -198,6 +219,7 @@ void sdpa_onednn_bf16(benchmark::State &state, sdpa_shape s, int threads) {
     set_flops(state, s.flops());
     set_flops_per_cpu_second(state, s.flops() * double(state.iterations()),
                              process_cpu_seconds() - cpu_start, threads);
+    for (attn_context *c : ctxs) attn_context_destroy(c);
 }
 #endif
 
