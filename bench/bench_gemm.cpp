@@ -10,7 +10,8 @@
 //   gemm_bf16/onednn/-/threads:{1,2}/MxNxK  oneDNN matmul, bf16 A and B, f32 C
 // (on avx512_bf16 and amx attn_gemm multiplies bf16 pairs with VDPBF16PS, gemm_bf16.hpp; the
 // other levels widen to f32.) The gemm_bf16 rows also report GFLOP/s_cpu, per second on a
-// CPU, the figure to compare on a shared machine.
+// CPU, the figure to compare on a shared machine. Run oneDNN's two-thread rows with
+// OMP_WAIT_POLICY=PASSIVE there: spin-waiting OpenMP threads lost 10-50% to the other load.
 // GFLOP/s = 2 M N K per call.
 #include <cstdint>
 #include <string>
