@@ -134,6 +134,14 @@ inline void set_bytes_per_cpu_second(benchmark::State &state, double bytes_total
     if (cpu_seconds > 0.0) state.counters["GB/s_cpu"] = bytes_total * threads / cpu_seconds / 1e9;
 }
 
+// "GFLOP/s_cpu": the flop rate `threads` threads would reach on CPUs of their own, from the
+// process CPU time of the whole run (flops_total over all iterations), as GB/s_cpu: the
+// steadier figure on a shared machine (spinning workers inflate the CPU time: errs low).
+inline void set_flops_per_cpu_second(benchmark::State &state, double flops_total,
+                                     double cpu_seconds, int threads) {
+    if (cpu_seconds > 0.0) state.counters["GFLOP/s_cpu"] = flops_total * threads / cpu_seconds / 1e9;
+}
+
 // Skips the benchmark with a message when a status is not ATTN_OK.
 inline bool check(benchmark::State &state, attn_status s) {
     if (s == ATTN_OK) return true;

@@ -8,6 +8,10 @@
 //   gemm_bf16/simd/<isa>/threads:{1,2}/MxNxK  attn_gemm with bf16 A and B, f32 C (1024^3
 //                                         and 2048^3), next to the f32 rows of the same run
 //   gemm_bf16/onednn/-/threads:{1,2}/MxNxK  oneDNN matmul, bf16 A and B, f32 C
+// (on avx512_bf16 and amx attn_gemm multiplies bf16 pairs with VDPBF16PS, gemm_bf16.hpp; the
+// other levels widen to f32.) The gemm_bf16 rows also report GFLOP/s_cpu, per second on a
+// CPU, the figure to compare on a shared machine. Run oneDNN's two-thread rows with
+// OMP_WAIT_POLICY=PASSIVE there: spin-waiting OpenMP threads lost 10-50% to the other load.
 // GFLOP/s = 2 M N K per call.
 #include <cstdint>
 #include <string>
@@ -72,6 +76,7 @@ struct bf16_operands {
 void gemm_bf16_attn(benchmark::State &state, shape s, attn_isa isa, int threads) {
     attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
     bf16_operands o(s);
+    const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
         if (!check(state, attn_gemm(ctx, ATTN_NO_TRANS, ATTN_NO_TRANS, s.m, s.n, s.k, 1.0f,
                                     o.a.data(), ATTN_DTYPE_BF16, s.k, o.b.data(),
@@ -79,7 +84,10 @@ void gemm_bf16_attn(benchmark::State &state, shape s, attn_isa isa, int threads)
             break;
         benchmark::ClobberMemory();
     }
-    set_flops(state, 2.0 * double(s.m) * double(s.n) * double(s.k));
+    const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
+    set_flops(state, flops);
+    set_flops_per_cpu_second(state, flops * double(state.iterations()),
+                             process_cpu_seconds() - cpu_start, threads);
 }
 
 #ifdef ATTN_BENCH_HAVE_OPENBLAS
@@ -126,12 +134,18 @@ void gemm_bf16_onednn(benchmark::State &state, shape s, int threads) {
     dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), eng));
     dnnl::memory a_mem(a_md, eng, o.a.data()), b_mem(b_md, eng, o.b.data()),
         c_mem(c_md, eng, o.c.data());
+    prim.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    strm.wait();  // warm-up outside the CPU-time window: OpenMP's threads start here
+    const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
         prim.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
         strm.wait();
         benchmark::ClobberMemory();
     }
-    set_flops(state, 2.0 * double(s.m) * double(s.n) * double(s.k));
+    const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
+    set_flops(state, flops);
+    set_flops_per_cpu_second(state, flops * double(state.iterations()),
+                             process_cpu_seconds() - cpu_start, threads);
 }
 #endif
 

@@ -9,6 +9,14 @@
 //   sdpa/simd/<bf16 isa>/threads:{1,2}/H8_L<L>_D<D>[_causal][_bf16|_fpmath_bf16]   on the 16-bit
 //       levels (avx512_bf16, amx): f32 inputs (the AVX-512 kernels), q, k, v stored in bf16,
 //       and f32 inputs under ATTN_FPMATH_BF16, all with f32 out
+//   sdpa/onednn_bf16/-/threads:{1,2}/H8_L2048_D<D>_bf16   the bf16 attention composed per head
+//       from oneDNN bf16 matmuls: S = Q K^T (bf16 -> f32), attn_softmax_f32 (scale applied
+//       there), P rounded to bf16 (attn_convert), O = P V (bf16 -> f32). All on OpenMP's
+//       threads: oneDNN's are OpenMP's (omp_set_num_threads), and the softmax and rounding
+//       run as an OpenMP loop over row blocks, each thread with a one-thread attn context.
+//       Run the two-thread rows with OMP_WAIT_POLICY=PASSIVE: with libgomp's default
+//       spin-waiting, 16 parallel regions per call on a shared two-core machine ran 4x slower
+//       (the same with attn's TBB threads doing the softmax); passive, 2x faster than 1 thread.
 // GFLOP/s = 4 B H Lq Lk D / time (half for causal: only the visible half is work). The decode
 // shapes also report GB/s of K and V read once (128 MiB, 32 MiB with 8 KV heads: they fit this
 // Xeon's L3, so compare with machine/read_bw_decode), and GB/s_cpu per second on a CPU.
@@ -22,6 +30,11 @@
 
 #ifdef ATTN_BENCH_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
+#ifdef ATTN_BENCH_HAVE_DNNL
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 namespace attn_bench {
@@ -97,6 +110,9 @@ void sdpa_attn(benchmark::State &state, sdpa_shape s, attn_impl impl, attn_isa i
         benchmark::ClobberMemory();
     }
     set_flops(state, s.flops());
+    if (s.math == sdpa_math::bf16)
+        set_flops_per_cpu_second(state, s.flops() * double(state.iterations()),
+                                 process_cpu_seconds() - cpu_start, threads);
     if (s.len_q == 1) {
         const double kv_bytes = 2.0 * sizeof(float) * double(s.kv_heads() * s.len_kv * s.dim);
         set_bytes(state, kv_bytes);
@@ -132,6 +148,81 @@ void sdpa_openblas(benchmark::State &state, sdpa_shape s, int threads) {
 }
 #endif
 
+#ifdef ATTN_BENCH_HAVE_DNNL
+// The composition with oneDNN's bf16 matmul (see the header), primitives created once.
+void sdpa_onednn_bf16(benchmark::State &state, sdpa_shape s, int threads) {
+    omp_set_num_threads(threads);
+    std::vector<attn_context *> ctxs(static_cast<size_t>(threads), nullptr);
+    for (int t = 0; t < threads; ++t) {
+        attn_config cfg;
+        attn_config_init(&cfg);
+        cfg.impl = ATTN_IMPL_SIMD;
+        cfg.num_threads = 1;
+        if (attn_context_create(&cfg, &ctxs[size_t(t)]) != ATTN_OK) {
+            state.SkipWithError("attn_context_create failed");
+            return;
+        }
+    }
+    sdpa_data x(s);
+    const std::vector<uint16_t> q16 = to_bf16(x.q), k16 = to_bf16(x.k), v16 = to_bf16(x.v);
+    const int64_t L = s.len_q, Lk = s.len_kv, D = s.dim;
+    std::vector<float> scores(size_t(L * Lk));
+    std::vector<uint16_t> p16(scores.size());
+    const float scale = 1.0f / std::sqrt(float(D));
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    // S [L, Lk] = Q [L, D] K^T: K stored [Lk, D] is the [D, Lk] weights in layout "ba".
+    const dnnl::memory::desc q_md({L, D}, dt::bf16, tag::ab), kt_md({D, Lk}, dt::bf16, tag::ba),
+        s_md({L, Lk}, dt::f32, tag::ab);
+    const dnnl::memory::desc p_md({L, Lk}, dt::bf16, tag::ab), v_md({Lk, D}, dt::bf16, tag::ab),
+        o_md({L, D}, dt::f32, tag::ab);
+    dnnl::matmul qk(dnnl::matmul::primitive_desc(dnnl::matmul::desc(q_md, kt_md, s_md), eng));
+    dnnl::matmul pv(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p_md, v_md, o_md), eng));
+    dnnl::memory q_mem(q_md, eng, nullptr), k_mem(kt_md, eng, nullptr), v_mem(v_md, eng, nullptr),
+        o_mem(o_md, eng, nullptr);
+    dnnl::memory s_mem(s_md, eng, scores.data()), p_mem(p_md, eng, p16.data());
+    auto one_pass = [&]() {
+        for (int64_t h = 0; h < s.heads; ++h) {
+            q_mem.set_data_handle(const_cast<uint16_t *>(q16.data() + h * L * D));
+            k_mem.set_data_handle(const_cast<uint16_t *>(k16.data() + h * Lk * D));
+            v_mem.set_data_handle(const_cast<uint16_t *>(v16.data() + h * Lk * D));
+            o_mem.set_data_handle(x.out.data() + h * L * D);
+            qk.execute(strm, {{DNNL_ARG_SRC, q_mem}, {DNNL_ARG_WEIGHTS, k_mem}, {DNNL_ARG_DST, s_mem}});
+            strm.wait();
+            bool ok = true;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(&& : ok)
+            for (int t = 0; t < threads; ++t) {
+                const int64_t r0 = L * t / threads, r1 = L * (t + 1) / threads;
+                float *p = scores.data() + r0 * Lk;
+                attn_context *c = ctxs[size_t(t)];
+                ok = attn_softmax_f32(c, r1 - r0, Lk, scale, p, Lk, p, Lk) == ATTN_OK &&
+                     attn_convert(c, (r1 - r0) * Lk, p, ATTN_DTYPE_F32, p16.data() + r0 * Lk,
+                                  ATTN_DTYPE_BF16) == ATTN_OK;
+            }
+            if (!ok) return false;
+            pv.execute(strm, {{DNNL_ARG_SRC, p_mem}, {DNNL_ARG_WEIGHTS, v_mem}, {DNNL_ARG_DST, o_mem}});
+            strm.wait();
+        }
+        return true;
+    };
+    one_pass();  // warm-up outside the CPU-time window: OpenMP's threads start here
+    const double cpu_start = process_cpu_seconds();
+    for (auto _ : state) {
+        if (!one_pass()) {
+            state.SkipWithError(attn_last_error());
+            break;
+        }
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, s.flops());
+    set_flops_per_cpu_second(state, s.flops() * double(state.iterations()),
+                             process_cpu_seconds() - cpu_start, threads);
+    for (attn_context *c : ctxs) attn_context_destroy(c);
+}
+#endif
+
 bool register_sdpa() {
     std::vector<sdpa_shape> shapes;
     for (int64_t len : {512, 2048, 4096})
@@ -154,6 +245,17 @@ bool register_sdpa() {
                     s, ATTN_IMPL_SIMD, isa, threads)
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
+#ifdef ATTN_BENCH_HAVE_DNNL
+    for (int64_t dim : {128, 64})
+        for (int threads : {1, 2}) {
+            const sdpa_shape s{8, 2048, 2048, dim, false, 0, sdpa_math::bf16};
+            benchmark::RegisterBenchmark(
+                bench_name("sdpa", "onednn_bf16", "-", threads, s.name()).c_str(),
+                sdpa_onednn_bf16, s, threads)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+        }
+#endif
     for (const sdpa_shape &s : shapes) {
         auto add = [&](const std::string &name, auto &&...args) {
             benchmark::RegisterBenchmark(name.c_str(), args...)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernels.hpp"
 #include "ref/convert.hpp"
 #include "test_util.hpp"
 
@@ -51,6 +52,7 @@ struct typed {
         return type == ATTN_DTYPE_BF16 ? cv::bf16_to_f32(h) : cv::f16_to_f32(h);
     }
     void *data() { return bytes.data(); }
+    void *at(int64_t i) { return bytes.data() + size_t(i) * attn_dtype_size(type); }
 };
 
 float round_to(attn_dtype t, float x) {
@@ -70,6 +72,9 @@ struct problem {
     int64_t m, n, k;
     attn_trans ta, tb;
     float alpha, beta;
+    // lda and ldb exceed their minimum by pad_a and pad_b; A and B start `offset` elements
+    // into their arrays (an odd offset of a 16-bit type: not 4-byte aligned).
+    int64_t pad_a = 3, pad_b = 1, offset = 0;
 };
 
 // Runs attn_gemm on `ctx` and checks it against float64 on the operands as the products
@@ -77,11 +82,13 @@ struct problem {
 void check_gemm(attn_context *ctx, const problem &pr, attn_dtype at, attn_dtype bt,
                 attn_dtype ct, bool fpmath_bf16, uint32_t seed) {
     const int64_t m = pr.m, n = pr.n, k = pr.k;
-    const int64_t lda = (pr.ta == ATTN_TRANS ? m : k) + 3, ldb = (pr.tb == ATTN_TRANS ? k : n) + 1;
+    const int64_t lda = (pr.ta == ATTN_TRANS ? m : k) + pr.pad_a;
+    const int64_t ldb = (pr.tb == ATTN_TRANS ? k : n) + pr.pad_b;
+    const int64_t off = pr.offset;
     const int64_t ldc = n + 2;
     const int64_t a_rows = pr.ta == ATTN_TRANS ? k : m, b_rows = pr.tb == ATTN_TRANS ? n : k;
-    typed a(at, attn_test::random_tensor(size_t(a_rows * lda), seed));
-    typed b(bt, attn_test::random_tensor(size_t(b_rows * ldb), seed + 1));
+    typed a(at, attn_test::random_tensor(size_t(off + a_rows * lda), seed));
+    typed b(bt, attn_test::random_tensor(size_t(off + b_rows * ldb), seed + 1));
     typed c(ct, attn_test::random_tensor(size_t(m * ldc), seed + 2, -2.0f, 2.0f));
     const std::vector<float> c0 = c.value;
     if (pr.beta == 0.0f)  // C must not be read: a NaN there is ignored
@@ -91,10 +98,10 @@ void check_gemm(attn_context *ctx, const problem &pr, attn_dtype at, attn_dtype 
         return fpmath_bf16 && x.type != ATTN_DTYPE_BF16 ? round_to(ATTN_DTYPE_BF16, v) : v;
     };
     auto a_at = [&](int64_t i, int64_t p) {
-        return op(a, size_t(pr.ta == ATTN_TRANS ? p * lda + i : i * lda + p));
+        return op(a, size_t(off + (pr.ta == ATTN_TRANS ? p * lda + i : i * lda + p)));
     };
     auto b_at = [&](int64_t p, int64_t j) {
-        return op(b, size_t(pr.tb == ATTN_TRANS ? j * ldb + p : p * ldb + j));
+        return op(b, size_t(off + (pr.tb == ATTN_TRANS ? j * ldb + p : p * ldb + j)));
     };
     std::vector<double> want(size_t(m * n));
     std::vector<float> plain(size_t(m * n));
@@ -114,7 +121,7 @@ void check_gemm(attn_context *ctx, const problem &pr, attn_dtype at, attn_dtype 
             plain_err = std::max(plain_err, std::fabs(double(fr) - d));
         }
     const std::vector<unsigned char> before = c.bytes;
-    ASSERT_EQ(attn_gemm(ctx, pr.ta, pr.tb, m, n, k, pr.alpha, a.data(), at, lda, b.data(), bt,
+    ASSERT_EQ(attn_gemm(ctx, pr.ta, pr.tb, m, n, k, pr.alpha, a.at(off), at, lda, b.at(off), bt,
                         ldb, pr.beta, c.data(), ct, ldc),
               ATTN_OK)
         << attn_last_error();
@@ -196,6 +203,61 @@ TEST_P(gemm_typed_test, k_zero) {
     }
 }
 
+// The products as bf16 pairs (the VDPBF16PS panels of the avx512_bf16 and amx levels, the
+// f32 panels elsewhere): bf16 A and B, odd and even k (one and two depth blocks: the pair
+// panels are 1024 deep), both transposes, beta 0 over a NaN C, even and odd leading
+// dimensions (words read in place, or the rows converted first) and A and B starting off a
+// 4-byte boundary. Same tolerance rule.
+TEST_P(gemm_typed_test, bf16_products_odd_shapes) {
+    const int64_t shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {129, 47, 257}, {13, 70, 1501}, {3, 5, 2}};
+    uint32_t seed = 3000;
+    for (auto &s : shapes)
+        for (attn_trans ta : {ATTN_NO_TRANS, ATTN_TRANS})
+            for (attn_trans tb : {ATTN_NO_TRANS, ATTN_TRANS})
+                for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-1.5f, 0.25f}})
+                    for (auto [pad, offset] : {std::pair{0, 0}, std::pair{1, 0}, std::pair{1, 1}})
+                        for (attn_dtype ct : {ATTN_DTYPE_F32, ATTN_DTYPE_BF16}) {
+                            // pad 0 and 1: one of them gives an even ld whatever k's parity
+                            problem pr{s[0], s[1], s[2], ta, tb, alpha, beta};
+                            pr.pad_a = pr.pad_b = pad;
+                            pr.offset = offset;
+                            check_gemm(ctx(), pr, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, ct, false,
+                                       seed++);
+                            if (HasFatalFailure()) return;
+                        }
+}
+
+attn_test::context_ptr fpmath_bf16_context(attn_impl impl, attn_isa isa, int threads = 0) {
+    attn_config cfg;
+    attn_config_init(&cfg);
+    cfg.impl = impl;
+    cfg.max_isa = isa;
+    cfg.num_threads = threads;
+    cfg.fpmath = ATTN_FPMATH_BF16;
+    attn_context *raw = nullptr;
+    if (attn_context_create(&cfg, &raw) != ATTN_OK) return nullptr;
+    return attn_test::context_ptr(raw);
+}
+
+// f32 and f16 inputs under ATTN_FPMATH_BF16 are rounded to bf16 while packed into pairs:
+// both transposes, odd k and odd leading dimensions.
+TEST_P(gemm_typed_test, fpmath_bf16_pairs_both_transposes) {
+    attn_test::context_ptr c = fpmath_bf16_context(GetParam().impl, GetParam().isa);
+    ASSERT_TRUE(c);
+    uint32_t seed = 4000;
+    for (auto s : {std::vector<int64_t>{129, 47, 257}, std::vector<int64_t>{20, 37, 1100}})
+        for (attn_trans ta : {ATTN_NO_TRANS, ATTN_TRANS})
+            for (attn_trans tb : {ATTN_NO_TRANS, ATTN_TRANS})
+                for (auto [at, bt] : {std::pair{ATTN_DTYPE_F32, ATTN_DTYPE_F32},
+                                      std::pair{ATTN_DTYPE_F16, ATTN_DTYPE_BF16},
+                                      std::pair{ATTN_DTYPE_BF16, ATTN_DTYPE_F32}}) {
+                    problem pr{s[0], s[1], s[2], ta, tb, 0.5f, 0.0f};
+                    pr.pad_a = 1;
+                    check_gemm(c.get(), pr, at, bt, ATTN_DTYPE_F32, true, seed++);
+                    if (HasFatalFailure()) return;
+                }
+}
+
 INSTANTIATE_TEST_SUITE_P(paths, gemm_typed_test, testing::ValuesIn(attn_test::all_paths()),
                          attn_test::path_name);
 
@@ -239,6 +301,47 @@ TEST(gemm_typed_simd, one_and_two_threads_bitwise) {
             out.push_back(c.bytes);
         }
         EXPECT_EQ(out[0], out[1]) << p.name;
+    }
+}
+
+// The same for the pair panels: bf16 A and B (strict) and f32 A and B under fpmath bf16,
+// several row blocks and two depth blocks, both transposes.
+TEST(gemm_typed_simd, pair_panels_one_and_two_threads_bitwise) {
+    const int64_t m = 530, n = 170, k = 1301;
+    typed a16(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(m * k), 8));
+    typed b16(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(k * n), 9));
+    typed a32(ATTN_DTYPE_F32, attn_test::random_tensor(size_t(m * k), 10));
+    typed b32(ATTN_DTYPE_F32, attn_test::random_tensor(size_t(k * n), 11));
+    for (auto &p : attn_test::simd_paths())
+        for (bool fpmath : {false, true})
+            for (attn_trans t : {ATTN_NO_TRANS, ATTN_TRANS}) {
+                typed &a = fpmath ? a32 : a16, &b = fpmath ? b32 : b16;
+                std::vector<std::vector<float>> out;
+                for (int threads : {1, 2}) {
+                    auto ctx = fpmath ? fpmath_bf16_context(p.impl, p.isa, threads)
+                                      : attn_test::make_context(p.impl, p.isa, threads);
+                    std::vector<float> c = attn_test::random_tensor(size_t(m * n), 12);
+                    ASSERT_EQ(attn_gemm(ctx.get(), t, t, m, n, k, 1.25f, a.data(), a.type,
+                                        t == ATTN_TRANS ? m : k, b.data(), b.type,
+                                        t == ATTN_TRANS ? k : n, 0.5f, c.data(), ATTN_DTYPE_F32, n),
+                              ATTN_OK);
+                    out.push_back(c);
+                }
+                EXPECT_TRUE(attn_test::bitwise_equal(out[0], out[1]))
+                    << p.name << " fpmath " << fpmath << " trans " << t;
+            }
+}
+
+// The pair kernels are there exactly on the levels with VDPBF16PS.
+TEST(gemm_typed_simd, pair_kernels_on_the_bf16_levels) {
+    for (auto &p : attn_test::simd_paths()) {
+        const attn::kernels::kernel_table *kt = attn::kernels::kernel_table_for(p.isa);
+        ASSERT_NE(kt, nullptr);
+        const bool bf16_level = p.isa == ATTN_ISA_AVX512_BF16 || p.isa == ATTN_ISA_AMX;
+        EXPECT_EQ(kt->gemm_micro_kernel_bf16 != nullptr, bf16_level) << p.name;
+        EXPECT_EQ(kt->gemm_pack_a_bf16 != nullptr, bf16_level) << p.name;
+        EXPECT_EQ(kt->gemm_pack_b_bf16 != nullptr, bf16_level) << p.name;
+        if (bf16_level) EXPECT_EQ(kt->gemm_kc_bf16 % 2, 0);
     }
 }
 

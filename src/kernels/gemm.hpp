@@ -217,54 +217,28 @@ void gemm_pack_b_typed(attn_trans trans_b, int64_t kc, int64_t nc, const void *b
     }
 }
 
-// The micro-kernel: C[0:m_r, 0:n_r] := beta * C + alpha * A_sliver * B_sliver, where
-// A_sliver is packed [kc][MR] and B_sliver is packed [kc][NR] (zero padded), and
-// 1 <= m_r <= MR, 1 <= n_r <= NR. C is never read when beta == 0; alpha is applied once, to
-// the finished dot products. Each element is computed the same way whether its tile is
-// full or an edge tile: one fma chain over p in order, then alpha*acc (+ beta*c).
-template <class Arch>
-void gemm_micro_kernel(int64_t kc, float alpha, const float *a_packed, const float *b_packed,
-                       float beta, float *c, int64_t ldc, int64_t m_r, int64_t n_r) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int MR = gemm_blocking_for<Arch>().mr;
-    constexpr int NR = gemm_blocking_for<Arch>().nr;
-    constexpr int W = fbatch::size;
-    constexpr int NV = NR / W;
-    static_assert(NR % W == 0, "NR must be a whole number of vectors");
-
-    // Start bringing the C tile in (for writing) while the products are computed: C is
-    // touched once per tile, and its rows are far apart.
+// Start bringing a C tile in (for writing) while its products are computed: C is touched
+// once per tile, and its rows are far apart. Shared by the f32 and bf16-pair micro-kernels.
+template <int MR>
+inline void gemm_prefetch_c(float *c, int64_t ldc, int64_t m_r, int64_t n_r) {
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
         if (r >= m_r) break;
         __builtin_prefetch(c + r * ldc, 1, 3);
         __builtin_prefetch(c + r * ldc + n_r - 1, 1, 3);
     }
+}
 
-    // acc[r][v] = sum_p A[r,p] * B[p, v*W : v*W+W]
-    fbatch acc[MR][NV];
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) acc[r][v] = fbatch(0.0f);
-
-#pragma GCC unroll 2
-    for (int64_t p = 0; p < kc; ++p) {
-        const float *bp = b_packed + p * NR;
-        const float *ap = a_packed + p * MR;
-        fbatch bv[NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) bv[v] = fbatch::load_unaligned(bp + v * W);
-#pragma GCC unroll 16
-        for (int r = 0; r < MR; ++r) {
-            const fbatch ar(ap[r]);
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
-        }
-    }
-
+// C[0:m_r, 0:n_r] := alpha * acc (+ beta * C): one formula for full and edge tiles, C never
+// read when beta == 0. Shared by the f32 and bf16-pair micro-kernels, so both round the
+// same way once the dot products are done.
+template <class Arch, int MR, int NV>
+inline void gemm_finish_tile(const xsimd::batch<float, Arch> (&acc)[MR][NV], float alpha,
+                             float beta, float *c, int64_t ldc, int64_t m_r, int64_t n_r) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = fbatch::size;
+    constexpr int NR = NV * W;
     const fbatch alpha_v(alpha), beta_v(beta);
-    // C row piece := alpha*acc (+ beta*C): one formula for full and edge tiles.
     auto finish = [&](const fbatch &sum, const float *c_in) {
         return beta == 0.0f ? alpha_v * sum
                             : xsimd::fma(alpha_v, sum, beta_v * fbatch::load_unaligned(c_in));
@@ -291,6 +265,47 @@ void gemm_micro_kernel(int64_t kc, float alpha, const float *a_packed, const flo
         for (int v = 0; v < NV; ++v) finish(acc[r][v], row + v * W).store_aligned(row + v * W);
         for (int64_t j = 0; j < n_r; ++j) cr[j] = row[j];
     }
+}
+
+// The micro-kernel: C[0:m_r, 0:n_r] := beta * C + alpha * A_sliver * B_sliver, where
+// A_sliver is packed [kc][MR] and B_sliver is packed [kc][NR] (zero padded), and
+// 1 <= m_r <= MR, 1 <= n_r <= NR. C is never read when beta == 0; alpha is applied once, to
+// the finished dot products. Each element is computed the same way whether its tile is
+// full or an edge tile: one fma chain over p in order, then alpha*acc (+ beta*c).
+template <class Arch>
+void gemm_micro_kernel(int64_t kc, float alpha, const float *a_packed, const float *b_packed,
+                       float beta, float *c, int64_t ldc, int64_t m_r, int64_t n_r) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int MR = gemm_blocking_for<Arch>().mr;
+    constexpr int NR = gemm_blocking_for<Arch>().nr;
+    constexpr int W = fbatch::size;
+    constexpr int NV = NR / W;
+    static_assert(NR % W == 0, "NR must be a whole number of vectors");
+
+    gemm_prefetch_c<MR>(c, ldc, m_r, n_r);
+
+    // acc[r][v] = sum_p A[r,p] * B[p, v*W : v*W+W]
+    fbatch acc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc[r][v] = fbatch(0.0f);
+
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < kc; ++p) {
+        const float *bp = b_packed + p * NR;
+        const float *ap = a_packed + p * MR;
+        fbatch bv[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) bv[v] = fbatch::load_unaligned(bp + v * W);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) {
+            const fbatch ar(ap[r]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
+        }
+    }
+    gemm_finish_tile<Arch, MR, NV>(acc, alpha, beta, c, ldc, m_r, n_r);
 }
 
 }  // namespace attn::kernels

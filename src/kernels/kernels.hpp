@@ -34,6 +34,19 @@ struct kernel_table {
     void (*gemm_micro_kernel)(int64_t kc, float alpha, const float *a_packed,
                               const float *b_packed, float beta, float *c, int64_t ldc,
                               int64_t m_r, int64_t n_r);
+    // GEMM from bf16 pairs (gemm_bf16.hpp), on the levels with VDPBF16PS (else null): the
+    // same MR x NR tiles over "pair panels" ([kc/2][MR] and [kc/2][NR] 32-bit words of two
+    // consecutive k), packed from any attn_dtype (f32 and f16 rounded to bf16 once); the
+    // micro-kernel takes the depth in pairs. gemm_kc_bf16 (even) is the depth of one panel
+    // in k elements.
+    int gemm_kc_bf16;
+    void (*gemm_pack_a_bf16)(attn_trans trans_a, int64_t mc, int64_t kc, const void *a,
+                             attn_dtype a_type, int64_t lda, uint32_t *packed);
+    void (*gemm_pack_b_bf16)(attn_trans trans_b, int64_t kc, int64_t nc, const void *b,
+                             attn_dtype b_type, int64_t ldb, uint32_t *packed);
+    void (*gemm_micro_kernel_bf16)(int64_t kp, float alpha, const uint32_t *a_packed,
+                                   const uint32_t *b_packed, float beta, float *c, int64_t ldc,
+                                   int64_t m_r, int64_t n_r);
     // y[i] = exp(x[i]) with the kernels' exp (vec_math.hpp); x == y allowed.
     void (*exp_array)(const float *x, float *y, int64_t count);
     // y[i] = 2^x[i] with the kernels' exp2 (the fused attention's softmax); x == y allowed.

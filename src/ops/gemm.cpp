@@ -47,9 +47,14 @@ int64_t balanced_block(int64_t total, int64_t block, int64_t unit) {
 
 namespace {
 
-// C (f32) = alpha * op(A) * op(B) + beta * C with A and B of any type: the f32 packing when
-// the elements are used as stored, the typed packing otherwise (widening, or rounding to
-// bf16 under fpmath bf16); the micro-kernel and the loops are the same either way.
+// C (f32) = alpha * op(A) * op(B) + beta * C with A and B of any type, over one of two kinds
+// of panels in the same loop nest:
+//   f32 panels: the f32 packing when the elements are used as stored, the typed packing
+//     otherwise (widening, or rounding to bf16 under fpmath bf16), the f32 micro-kernel;
+//   pair panels (levels with VDPBF16PS, when the products may be bf16: A and B stored in
+//     bf16, whose products are exact in f32, or fpmath bf16): two consecutive k of a row or
+//     column in one 32-bit word, the bf16 micro-kernel (twice the f32 kernel's rate). A
+//     panel of kc elements of depth is then ceil(kc/2) words deep; everything else is equal.
 void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans trans_a,
                 attn_trans trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
                 attn_dtype a_type, int64_t lda, const void *b, attn_dtype b_type, int64_t ldb,
@@ -65,9 +70,17 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
     const int64_t a_bytes = a_type == ATTN_DTYPE_F32 ? 4 : 2;
     const int64_t b_bytes = b_type == ATTN_DTYPE_F32 ? 4 : 2;
 
+    const bool pairs = kt->gemm_micro_kernel_bf16 != nullptr &&
+                       ((a_type == ATTN_DTYPE_BF16 && b_type == ATTN_DTYPE_BF16) || round_bf16);
+    // Words of packed depth for kc elements of k.
+    auto depth = [pairs](int64_t kc) { return pairs ? (kc + 1) / 2 : kc; };
+
     const int64_t MR = kt->gemm_mr, NR = kt->gemm_nr;
-    // Depth and column blocks depend on the shape only (kc decides the rounding of C).
-    const int64_t kc_max = balanced_block(k, kt->gemm_kc, 1);
+    // Depth and column blocks depend on the shape only (kc decides the rounding of C). Pair
+    // panels cut k at even offsets, so only the last block can end in a lone element.
+    const int64_t kc_max =
+        pairs ? balanced_block(k, kt->gemm_kc_bf16, 2) : balanced_block(k, kt->gemm_kc, 1);
+    const int64_t kw_max = depth(kc_max);
     const int64_t nc_max = balanced_block(n, kt->gemm_nc, NR);
     // Row blocks: MC rows, cut finer when that gives each thread a share of the rows;
     // column blocks inside a packed B panel only when rows alone cannot.
@@ -82,8 +95,8 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
     // Scratch before any output is written: one B panel, one A block per worker. Small
     // serial products pack on the stack instead of paying for an allocation.
     const int slots = worker_slots(ex);
-    const int64_t b_panel_floats = (kc_max * ceil_div(nc_max, NR) * NR + 15) / 16 * 16;
-    const int64_t a_block_floats = (mc_max * kc_max + 15) / 16 * 16;  // slots 64-byte aligned
+    const int64_t b_panel_floats = (kw_max * ceil_div(nc_max, NR) * NR + 15) / 16 * 16;
+    const int64_t a_block_floats = (mc_max * kw_max + 15) / 16 * 16;  // slots 64-byte aligned
     const int64_t scratch_floats = b_panel_floats + slots * a_block_floats;
     constexpr int64_t stack_scratch_floats = 8192;  // 32 KiB: 64 x 64 x 64 fits
     alignas(64) float stack_scratch[stack_scratch_floats];
@@ -106,13 +119,17 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
         return b_base + b_bytes * (trans_b == ATTN_TRANS ? j * ldb + p : p * ldb + j);
     };
     auto pack_a = [&](int64_t mc, int64_t kc, const void *src, float *dst) {
-        if (a_plain)
+        if (pairs)
+            kt->gemm_pack_a_bf16(trans_a, mc, kc, src, a_type, lda, reinterpret_cast<uint32_t *>(dst));
+        else if (a_plain)
             kt->gemm_pack_a(trans_a, mc, kc, static_cast<const float *>(src), lda, dst);
         else
             kt->gemm_pack_a_typed(trans_a, mc, kc, src, a_type, lda, round_bf16, dst);
     };
     auto pack_b = [&](int64_t kc, int64_t nc, const void *src, float *dst) {
-        if (b_plain)
+        if (pairs)
+            kt->gemm_pack_b_bf16(trans_b, kc, nc, src, b_type, ldb, reinterpret_cast<uint32_t *>(dst));
+        else if (b_plain)
             kt->gemm_pack_b(trans_b, kc, nc, static_cast<const float *>(src), ldb, dst);
         else
             kt->gemm_pack_b_typed(trans_b, kc, nc, src, b_type, ldb, round_bf16, dst);
@@ -127,11 +144,12 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
         // pc: the depth, KC at a time; C accumulates across pc, so beta applies only once.
         for (int64_t pc = 0; pc < k; pc += kc_max) {
             const int64_t kc = std::min(kc_max, k - pc);
+            const int64_t kw = depth(kc);
             const float beta_pc = pc == 0 ? beta : 1.0f;
             // Pack op(B)[pc:pc+kc, jc:jc+nc], split among the workers by NR slivers.
             parallel_for(ex, n_slivers, 4, [&](int64_t s0, int64_t s1) {
                 const int64_t j0 = s0 * NR, j1 = std::min(nc, s1 * NR);
-                pack_b(kc, j1 - j0, b_at(pc, jc + j0), b_panel + s0 * kc * NR);
+                pack_b(kc, j1 - j0, b_at(pc, jc + j0), b_panel + s0 * kw * NR);
             });
             // ic: rows of C and A, mc at a time, each block packed by the worker that uses it;
             // the blocks (and column blocks of the B panel) are the parallel tasks.
@@ -148,13 +166,19 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
                     for (int64_t s = s_begin; s < s_end; ++s) {
                         const int64_t jr = s * NR;
                         const int64_t n_r = std::min(NR, nc - jr);
-                        const float *b_sliver = b_panel + s * kc * NR;
+                        const float *b_sliver = b_panel + s * kw * NR;
                         // ir: MR rows at a time, one micro-kernel call per MR x NR tile of C.
                         for (int64_t ir = 0; ir < mc; ir += MR) {
                             const int64_t m_r = std::min(MR, mc - ir);
-                            kt->gemm_micro_kernel(kc, alpha, a_packed + ir * kc, b_sliver,
-                                                  beta_pc, c + (ic + ir) * ldc + jc + jr, ldc,
-                                                  m_r, n_r);
+                            float *const c_tile = c + (ic + ir) * ldc + jc + jr;
+                            if (pairs)
+                                kt->gemm_micro_kernel_bf16(
+                                    kw, alpha, reinterpret_cast<const uint32_t *>(a_packed + ir * kw),
+                                    reinterpret_cast<const uint32_t *>(b_sliver), beta_pc, c_tile,
+                                    ldc, m_r, n_r);
+                            else
+                                kt->gemm_micro_kernel(kc, alpha, a_packed + ir * kc, b_sliver,
+                                                      beta_pc, c_tile, ldc, m_r, n_r);
                         }
                     }
                 }
