@@ -34,20 +34,23 @@ inline const char *isa_name(attn_isa isa) {
     }
 }
 
-// A context for (impl, isa cap, threads), or nullptr when this CPU cannot run it. Created on
-// first use and kept for the life of the process, so no benchmark pays for arena creation.
-inline attn_context *context(attn_impl impl, attn_isa isa, int threads) {
+// A context for (impl, isa cap, threads, fpmath), or nullptr when this CPU cannot run it.
+// Created on first use and kept for the life of the process, so no benchmark pays for arena
+// creation.
+inline attn_context *context(attn_impl impl, attn_isa isa, int threads,
+                             attn_fpmath fpmath = ATTN_FPMATH_STRICT) {
     struct deleter {
         void operator()(attn_context *c) const { attn_context_destroy(c); }
     };
-    static std::map<std::tuple<int, int, int>, std::unique_ptr<attn_context, deleter>> cache;
-    auto &slot = cache[{impl, isa, threads}];
+    static std::map<std::tuple<int, int, int, int>, std::unique_ptr<attn_context, deleter>> cache;
+    auto &slot = cache[{impl, isa, threads, fpmath}];
     if (!slot) {
         attn_config cfg;
         attn_config_init(&cfg);
         cfg.impl = impl;
         cfg.max_isa = isa;
         cfg.num_threads = threads;
+        cfg.fpmath = fpmath;
         attn_context *c = nullptr;
         if (attn_context_create(&cfg, &c) != ATTN_OK) return nullptr;
         slot.reset(c);
@@ -55,25 +58,9 @@ inline attn_context *context(attn_impl impl, attn_isa isa, int threads) {
     return slot.get();
 }
 
-// A SIMD context capped at isa with ATTN_FPMATH_BF16, or nullptr; kept like context().
+// A SIMD context capped at isa with ATTN_FPMATH_BF16, or nullptr.
 inline attn_context *context_bf16_math(attn_isa isa, int threads) {
-    struct deleter {
-        void operator()(attn_context *c) const { attn_context_destroy(c); }
-    };
-    static std::map<std::pair<int, int>, std::unique_ptr<attn_context, deleter>> cache;
-    auto &slot = cache[{isa, threads}];
-    if (!slot) {
-        attn_config cfg;
-        attn_config_init(&cfg);
-        cfg.impl = ATTN_IMPL_SIMD;
-        cfg.max_isa = isa;
-        cfg.num_threads = threads;
-        cfg.fpmath = ATTN_FPMATH_BF16;
-        attn_context *c = nullptr;
-        if (attn_context_create(&cfg, &c) != ATTN_OK) return nullptr;
-        slot.reset(c);
-    }
-    return slot.get();
+    return context(ATTN_IMPL_SIMD, isa, threads, ATTN_FPMATH_BF16);
 }
 
 // The f32 SIMD ISAs this CPU runs, narrowest first (the bf16 levels run the AVX-512 kernels
