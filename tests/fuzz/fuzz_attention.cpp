@@ -17,6 +17,8 @@ struct visibility {
     bool visible(int64_t b, int64_t h, int64_t i, int64_t j) const {
         if (causal == ATTN_CAUSAL_TOP_LEFT && j > i) return false;
         if (causal == ATTN_CAUSAL_BOTTOM_RIGHT && j > i + (len_kv - len_q)) return false;
+        if (causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN && j > i + (kv_len[static_cast<size_t>(b)] - len_q))
+            return false;
         if (!kv_len.empty() && j >= kv_len[static_cast<size_t>(b)]) return false;
         if (!mask.empty() && mask[static_cast<size_t>(((b * heads_q + h) * len_q + i) * len_kv + j)] == -INFINITY)
             return false;
@@ -75,7 +77,7 @@ bool decode_sdpa(FuzzedDataProvider &in, pool &p, value_source &src, call &c, bo
     } else if (!p.place(out, src)) {
         return false;
     }
-    const int causal = enum_in(in, 3);
+    const int causal = enum_in(in, 4);  // 3: each sequence's own length (needs kv_len)
     set_enum(d.causal, causal);
     d.scale = scale_in(in, d.scale);
     d.dropout_p = dropout_in(in);
@@ -121,7 +123,8 @@ bool decode_sdpa(FuzzedDataProvider &in, pool &p, value_source &src, call &c, bo
                  dim_v >= 1 && heads_q % heads_kv == 0 && q.buf >= 0 && k.buf >= 0 && v.buf >= 0 &&
                  out.buf >= 0 && extent(q) > 0 && extent(k) > 0 && extent(v) > 0 && extent(out) > 0 &&
                  (mask.buf < 0 || extent(mask) > 0) && (weights.buf < 0 || extent(weights) > 0) &&
-                 (lse.buf < 0 || extent(lse) > 0) && causal >= 0 && causal <= 2 &&
+                 (lse.buf < 0 || extent(lse) > 0) &&
+                 ((causal >= 0 && causal <= 2) || (causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN && !kv_len.empty())) &&
                  std::isfinite(d.scale) && dropout_valid(d.dropout_p) && kv_len_valid;
     d.q = layout(q), d.k = layout(k), d.v = layout(v), d.out = layout(out);
     d.mask_strides = layout(mask);
