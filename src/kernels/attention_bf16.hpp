@@ -301,12 +301,14 @@ void pv_tile_pairs(const attention_tile &t, int64_t j0, int64_t cols, float *s, 
             const key_range own = attention_detail::tile_columns(t, r, j0, cols);
             const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
             float *o_row = o + r * dv_pad;
-            for (int64_t j = own.lo; j < own.hi; ++j) {
-                if (j >= paired_lo && j < paired_hi) continue;
+            auto add_key = [&](int64_t j) {
                 const float p = convert::bf16_to_f32(p16[j]);
                 const void *v_src = t.v.row(j0 + j);
                 for (int64_t d = 0; d < t.dim_v; ++d) o_row[d] += p * ref_widen(v_src, t.v.type, d);
-            }
+            };
+            // the keys before the paired range and after it, not a pass over the paired ones
+            for (int64_t j = own.lo; j < (own.hi < paired_lo ? own.hi : paired_lo); ++j) add_key(j);
+            for (int64_t j = own.lo > paired_hi ? own.lo : paired_hi; j < own.hi; ++j) add_key(j);
         }
     }
 }
