@@ -57,14 +57,19 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--len", type=int, default=1024, help="tokens per sequence (even)")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=0, help="0 = torch's default")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads of both torch and attn; 0 = all hardware threads")
     a = ap.parse_args()
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    ctx = attn.Context(threads=a.threads)
+    torch.set_num_threads(ctx.num_threads)  # the same number of threads for both
+
+    def ours(q, k, v):
+        return attn.torch.scaled_dot_product_attention(q, k, v, is_causal=True, ctx=ctx)
+
     fused = hasattr(torch.nn.functional, "scaled_dot_product_attention")
     theirs = fused_torch_attention if fused else tt.torch_attention
     print("attn %s (%s) vs torch %s (%s attention), %d threads; batch %d, len %d, d_model 256, "
-          "8 heads, 2 layers" % (attn.version(), attn.default_isa(), torch.__version__,
+          "8 heads, 2 layers" % (attn.version(), ctx.isa, torch.__version__,
                                  "fused" if fused else "written-out", torch.get_num_threads(),
                                  a.batch, a.len))
     print("%-16s %12s %12s %8s" % ("step", "torch ms", "attn ms", "ratio"))
@@ -74,7 +79,7 @@ def main():
         except RuntimeError as e:  # an op torch lacks in bf16 on this CPU
             print("%-16s torch fails: %s" % (name, str(e).splitlines()[0]))
             continue
-        t_attn = step_time(tt.attn_attention, a, autocast)
+        t_attn = step_time(ours, a, autocast)
         print("%-16s %12.1f %12.1f %8.2f" % (name, t_torch * 1e3, t_attn * 1e3, t_torch / t_attn))
 
 
