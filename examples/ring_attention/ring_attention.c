@@ -117,7 +117,8 @@ static int report(const options *o, int p, const double *m) {
                x[0] * 1e3, x[1] * 1e3, x[2], parts, x[4 + PART_FULL], x[4 + PART_TOP_LEFT],
                x[4 + PART_BOTTOM_RIGHT], x[4 + PART_MASK], x[4 + PART_SKIP], x[3]);
         lo = x[3] < lo ? x[3] : lo, hi = x[3] > hi ? x[3] : hi;
-        lo_parts = parts < lo_parts ? parts : lo_parts, hi_parts = parts > hi_parts ? parts : hi_parts;
+        lo_parts = parts < lo_parts ? parts : lo_parts;
+        hi_parts = parts > hi_parts ? parts : hi_parts;
     }
     const double ratio = lo > 0 ? hi / lo : INFINITY, ratio_parts = hi_parts / lo_parts;
     printf("work balance (busiest / least busy rank): visible scores %.3f, piece pairs %.3f\n",
@@ -152,7 +153,8 @@ int main(int argc, char **argv) {
     float *out = dout + BHD * qs.len, *dq = out + BHD * qs.len;
     float *kv = xmalloc((size_t)(4 * BHD * ks.len) * 4), *dkv = kv + 2 * BHD * ks.len;
     float *lse[2] = {NULL, NULL};
-    for (int i = 0; i < qs.count; ++i) lse[i] = xmalloc((size_t)(o.batch * o.heads * qs.p[i].len) * 4);
+    for (int i = 0; i < qs.count; ++i)
+        lse[i] = xmalloc((size_t)(o.batch * o.heads * qs.p[i].len) * 4);
     fill(q, &o, 0, &qs), fill(dout, &o, 3, &qs);
     fill(kv, &o, 1, &ks), fill(kv + BHD * ks.len, &o, 2, &ks);
 

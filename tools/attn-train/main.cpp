@@ -5,10 +5,10 @@
 //   windowed: the same layer seeing only the previous w tokens (attn_gemm_f32, attn_sdpa_f32
 //             and attn_sdpa_backward_f32 with an additive mask)
 // for the same number of steps (--dtype bf16: both with bf16 attention through attn_sdpa, q, k,
-// v, the output and their gradients in bf16), prints both held-out accuracies side by side, the learned
-// attention of one example as a heat map, and the loss curves (CSV, and a PNG through
-// /usr/bin/python3 with matplotlib when available). The gradients are checked once against
-// central differences first.
+// v, the output and their gradients in bf16), prints both held-out accuracies side by side,
+// the learned attention of one example as a heat map, and the loss curves (CSV, and a PNG
+// through /usr/bin/python3 with matplotlib when available). The gradients are checked once
+// against central differences first.
 //
 // Usage: attn-train [--seed N] [--quick] [--steps N] [--seconds S] [--window W]
 //                   [--threads N] [--out DIR] [--max-loss X] [--dtype f32|bf16]
@@ -71,7 +71,8 @@ bool parse(int argc, char **argv, options &o) {
         } else {
             std::fprintf(stderr,
                          "usage: attn-train [--seed N] [--quick] [--steps N] [--seconds S] "
-                         "[--window W] [--threads N] [--out DIR] [--max-loss X] [--dtype f32|bf16]\n");
+                         "[--window W] [--threads N] [--out DIR] [--max-loss X] "
+                         "[--dtype f32|bf16]\n");
             return false;
         }
     }
