@@ -2,7 +2,9 @@
 
 NumPy arrays in and out (float32). Set ATTN_LIBRARY to the path of libattn.so if it is not
 next to this package nor on the linker's path. Every function takes ctx=None (the library's
-default context) or an attn.Context. Errors of the library raise attn.AttnError."""
+default context) or an attn.Context. Errors of the library raise attn.AttnError.
+PyTorch users: `import attn.torch` for attn.torch.scaled_dot_product_attention (PyTorch 2's
+function as a torch.autograd.Function over CPU tensors)."""
 from ._lib import AttnError, has as _has, library_path
 from ._context import Context, default_isa
 from ._basic import version, gemm, softmax, merge

@@ -80,7 +80,7 @@ _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
 _F = ctypes.c_float
 _INT = ctypes.c_int
-# name: (restype, argtypes). Optional ones (0.2 typed calls) are bound only if exported.
+# name: (restype, argtypes). Optional ones (typed calls of 0.2, 0.3) are bound only if exported.
 _PROTOTYPES = {
     "attn_version": (ctypes.c_char_p, []),
     "attn_status_string": (ctypes.c_char_p, [_INT]),
@@ -112,6 +112,9 @@ OPTIONAL = {
     "attn_sdpa": (_INT, [_P, ctypes.POINTER(attn_sdpa_desc), _P, _P, _P, _P]),
     "attn_gemm": (_INT, [_P, _INT, _INT, _I64, _I64, _I64, _F, _P, _INT, _I64, _P, _INT, _I64,
                          _F, _P, _INT, _I64]),
+    # 0.3: the backward with element types (q, k, v, out, dout, lse, dq, dk, dv).
+    "attn_sdpa_backward": (_INT, [_P, ctypes.POINTER(attn_sdpa_desc), _P, _P, _P, _P, _P, _P,
+                                  _P, _P, _P]),
 }
 
 _lock = threading.Lock()

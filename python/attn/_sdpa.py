@@ -151,6 +151,22 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
     return res[0] if len(res) == 1 else res
 
 
+def _backward_types(q, k, v, out, dout):
+    """(q, k/v, out/dout) numpy dtypes of a backward: float32 unless the library exports the
+    typed attn_sdpa_backward and a 16-bit array is given (float16, or bfloat16 as uint16)."""
+    qd, kd, vd, od, gd = (np.asarray(a).dtype for a in (q, k, v, out, dout))
+    qd, kd, vd, od, gd = (t if t in _TYPED else _tensors.F32 for t in (qd, kd, vd, od, gd))
+    if (qd, kd, vd, od, gd) == (_tensors.F32,) * 5:
+        return qd, kd, od
+    if kd != vd or od != gd:
+        raise ValueError("k and v must be of one dtype, out and dout of one dtype; got "
+                         "%s, %s and %s, %s" % (kd, vd, od, gd))
+    if not _lib.has("attn_sdpa_backward"):
+        raise ValueError("16-bit arrays need attn_sdpa_backward, which the loaded library (%s) "
+                         "does not export; pass float32 arrays" % _lib.library_path())
+    return qd, kd, od
+
+
 def sdpa_backward(q, k, v, out, dout, lse=None, causal=False, scale=None, mask=None,
                   kv_len=None, dropout_p=0.0, dropout_seed=0, layout="bhsd", ctx=None,
                   window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None):
@@ -159,34 +175,43 @@ def sdpa_backward(q, k, v, out, dout, lse=None, causal=False, scale=None, mask=N
     q, k, v, out, dout in `layout` as for sdpa (out, dout of out's shape); lse: the forward's
     [B, Hq, Lq] (None: recomputed). dq, dk, dv have the shapes of q, k, v and, when those are
     views (e.g. BSHD), the same strides; with grouped-query attention dk, dv sum over the
-    query heads of a group. float32 only. window, softcap, alibi_slopes, sinks as for sdpa;
-    with sinks the result is (dq, dk, dv, dsinks), dsinks [Hq]."""
+    query heads of a group. window, softcap, alibi_slopes, sinks as for sdpa; with sinks the
+    result is (dq, dk, dv, dsinks), dsinks [Hq] float32. float32 arrays; with a library
+    exporting the typed attn_sdpa_backward, float16 and bfloat16-as-uint16 arrays are passed
+    as they are (k and v of one type, out and dout of one type) and dq, dk, dv come in the
+    types of q, k, v (accumulated in float32, rounded once)."""
+    qt, kt, ot = _backward_types(q, k, v, out, dout)
     q0 = _to_bhsd(q, layout, "q")
     # The gradients share the layouts of q, k, v: those must not repeat elements.
     q, k, v = (a if _tensors.injective(a) else np.ascontiguousarray(a) for a in
                (q0, _to_bhsd(k, layout, "k"), _to_bhsd(v, layout, "v")))
     d, q, k, v, keep = _desc(q, k, v, "bhsd", causal, scale, mask, kv_len, dropout_p,
-                             dropout_seed, (_tensors.F32, _tensors.F32))
+                             dropout_seed, (qt, kt))
     _set_features(d, keep, window, softcap, alibi_slopes, sinks)
     dsinks = np.empty(d.heads_q, np.float32) if sinks is not None else None
     d.dsinks = _tensors.ptr(dsinks)
     B, Hq, Lq, _ = q.shape
-    o4 = _tensors.prepare(_to_bhsd(out, layout, "out"), name="out")
-    g4 = _tensors.prepare(_to_bhsd(dout, layout, "dout"), name="dout")
+    o4 = _tensors.prepare(_to_bhsd(out, layout, "out"), ot, name="out")
+    g4 = _tensors.prepare(_to_bhsd(dout, layout, "dout"), ot, name="dout")
     if o4.shape != (B, Hq, Lq, d.dim_v) or g4.shape != o4.shape:
         raise ValueError("out and dout must be the shape of sdpa's output")
     if _tensors.elem_strides(g4) != _tensors.elem_strides(o4):
-        g4 = _tensors.like_strides(o4)
+        g4 = _tensors.like_strides(o4, ot)
         g4[...] = _to_bhsd(dout, layout, "dout")
     _set_layout(d.out, o4)
     if lse is not None:
         lse = np.ascontiguousarray(lse, dtype=np.float32)
         if lse.shape != (B, Hq, Lq):
             raise ValueError("lse must have shape [%d, %d, %d]" % (B, Hq, Lq))
-    dq, dk, dv = (_tensors.like_strides(a) for a in (q, k, v))
-    _lib.call("attn_sdpa_backward_f32", handle(ctx), ctypes.byref(d), _tensors.ptr(q),
-              _tensors.ptr(k), _tensors.ptr(v), _tensors.ptr(o4), _tensors.ptr(g4),
-              _tensors.ptr(lse), _tensors.ptr(dq), _tensors.ptr(dk), _tensors.ptr(dv))
+    dq, dk, dv = (_tensors.like_strides(a, t) for a, t in ((q, qt), (k, kt), (v, kt)))
+    args = (handle(ctx), ctypes.byref(d), _tensors.ptr(q), _tensors.ptr(k), _tensors.ptr(v),
+            _tensors.ptr(o4), _tensors.ptr(g4), _tensors.ptr(lse), _tensors.ptr(dq),
+            _tensors.ptr(dk), _tensors.ptr(dv))
+    if (qt, kt, ot) == (_tensors.F32,) * 3:
+        _lib.call("attn_sdpa_backward_f32", *args)
+    else:
+        d.q_type, d.kv_type, d.out_type = _TYPED[qt], _TYPED[kt], _TYPED[ot]
+        _lib.call("attn_sdpa_backward", *args)
     if layout == "bshd":
         dq, dk, dv = (a.transpose(0, 2, 1, 3) for a in (dq, dk, dv))
     return (dq, dk, dv, dsinks) if sinks is not None else (dq, dk, dv)

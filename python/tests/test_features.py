@@ -1,6 +1,7 @@
 """attn.sdpa's keyword arguments for today's models (window, softcap, alibi_slopes, sinks,
 causal="bottom_right_kv_len") against a float64 NumPy computation written from API.md."""
 import numpy as np
+import pytest
 
 import attn
 
@@ -72,3 +73,22 @@ def test_kv_len_alignment_keyword():
     # sequence 1 on its own 6 keys, its 3 queries the last 3 positions
     alone = attn.sdpa(q[1:], k[1:, :, :6], v[1:, :, :6], causal="bottom_right")
     np.testing.assert_array_equal(out[1:], alone)
+
+
+def test_sdpa_backward_16_bit():
+    """float16 arrays: gradients in float16 through the typed attn_sdpa_backward when the
+    library exports it (within a float16 rounding of the float32 backward of the same values:
+    each gradient is rounded once), else a ValueError naming the missing call."""
+    rng = np.random.default_rng(11)
+    q, k, v, dout = (rng.standard_normal((1, 2, 6, 16)).astype(np.float16) for _ in range(4))
+    out = attn.sdpa(q, k, v, causal=True)
+    if not attn._has("attn_sdpa_backward"):
+        with pytest.raises(ValueError, match="attn_sdpa_backward"):
+            attn.sdpa_backward(q, k, v, out, dout, causal=True)
+        return
+    grads = attn.sdpa_backward(q, k, v, out, dout, causal=True)
+    wide = attn.sdpa_backward(*(a.astype(np.float32) for a in (q, k, v, out, dout)), causal=True)
+    for g, w in zip(grads, wide):
+        assert g.dtype == np.float16
+        # float16 unit roundoff 2^-11; twice it allows the typed path's own f32 rounding order
+        assert np.linalg.norm(g.astype(np.float32) - w) <= 2 ** -10 * np.linalg.norm(w)

@@ -4,13 +4,14 @@
 //   full:     one causal attention layer (attn_mha_forward_f32 / attn_mha_backward_f32)
 //   windowed: the same layer seeing only the previous w tokens (attn_gemm_f32, attn_sdpa_f32
 //             and attn_sdpa_backward_f32 with an additive mask)
-// for the same number of steps, prints both held-out accuracies side by side, the learned
-// attention of one example as a heat map, and the loss curves (CSV, and a PNG through
-// /usr/bin/python3 with matplotlib when available). The gradients are checked once against
-// central differences first.
+// for the same number of steps (--dtype bf16: both with bf16 attention through attn_sdpa, q, k,
+// v, the output and their gradients in bf16), prints both held-out accuracies side by side,
+// the learned attention of one example as a heat map, and the loss curves (CSV, and a PNG
+// through /usr/bin/python3 with matplotlib when available). The gradients are checked once
+// against central differences first.
 //
 // Usage: attn-train [--seed N] [--quick] [--steps N] [--seconds S] [--window W]
-//                   [--threads N] [--out DIR] [--max-loss X]
+//                   [--threads N] [--out DIR] [--max-loss X] [--dtype f32|bf16]
 //   --max-loss X: exit status 1 unless the full model's final training loss is below X.
 #include <algorithm>
 #include <chrono>
@@ -32,6 +33,7 @@ struct options {
     int steps = 2000, window = 4, threads = 0, batch = 64;
     double seconds = 110.0, max_loss = -1.0;
     std::string out = ".";
+    attn_dtype dtype = ATTN_DTYPE_F32;
 };
 
 bool parse(int argc, char **argv, options &o) {
@@ -63,10 +65,14 @@ bool parse(int argc, char **argv, options &o) {
             o.out = v;
         } else if (a == "--max-loss" && (v = value("--max-loss"))) {
             o.max_loss = std::atof(v);
+        } else if (a == "--dtype" && (v = value("--dtype")) &&
+                   (!std::strcmp(v, "f32") || !std::strcmp(v, "bf16"))) {
+            o.dtype = std::strcmp(v, "bf16") ? ATTN_DTYPE_F32 : ATTN_DTYPE_BF16;
         } else {
             std::fprintf(stderr,
                          "usage: attn-train [--seed N] [--quick] [--steps N] [--seconds S] "
-                         "[--window W] [--threads N] [--out DIR] [--max-loss X]\n");
+                         "[--window W] [--threads N] [--out DIR] [--max-loss X] "
+                         "[--dtype f32|bf16]\n");
             return false;
         }
     }
@@ -170,11 +176,13 @@ int run(const options &o) {
     model full, windowed;
     full.init(t, 64, 2, 0, o.seed);
     windowed.init(t, 64, 2, o.window, o.seed);
+    full.dtype = windowed.dtype = o.dtype;
     std::mt19937 gen(o.seed * 2654435761u + 7u);
     const batch held_out = sample_batch(t, 2000, gen);
     std::printf("attn-train: associative recall, %d keys, %d values, %d pairs (length %d), "
-                "d_model %d, %d heads, batch %d, seed %u, isa %s, %d threads\n",
-                t.keys, t.values, t.pairs, t.length(), full.d_model, full.heads, o.batch, o.seed,
+                "d_model %d, %d heads, batch %d, %s attention, seed %u, isa %s, %d threads\n",
+                t.keys, t.values, t.pairs, t.length(), full.d_model, full.heads, o.batch,
+                o.dtype == ATTN_DTYPE_BF16 ? "bf16" : "f32", o.seed,
                 attn_context_isa(ctx), attn_context_num_threads(ctx));
     // the window holds the last w tokens; a value position also carries its key (the
     // previous-token embedding), so it sees the last w / 2 pairs whole
@@ -184,11 +192,14 @@ int run(const options &o) {
                 100.0 / t.values, o.window, 100.0 * seen,
                 100.0 * (seen + (1.0 - seen) / t.values));
 
-    {  // gradients against central differences, once, on a small batch
+    {  // gradients against central differences, once, on a small batch, in f32 (bf16's
+       // rounding of the loss would swamp the differences)
         std::mt19937 g2(o.seed + 99u);
         const batch small = sample_batch(t, 8, g2);
-        const double e_full = gradient_check(ctx, full, small, g2);
-        const double e_win = gradient_check(ctx, windowed, small, g2);
+        model full32 = full, windowed32 = windowed;
+        full32.dtype = windowed32.dtype = ATTN_DTYPE_F32;
+        const double e_full = gradient_check(ctx, full32, small, g2);
+        const double e_win = gradient_check(ctx, windowed32, small, g2);
         std::printf("gradient check (central differences, h = 1e-2, 6 coordinates of each of 8 "
                     "tensors): max relative error %.2e (full), %.2e (windowed)\n",
                     e_full, e_win);

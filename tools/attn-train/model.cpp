@@ -86,6 +86,51 @@ struct layer {
     std::vector<float> x, q, k, v, c, y, lse, mask;
 };
 
+// x rounded to bf16 (attn_convert's rounding) and widened back: the values a bf16 tensor
+// holds; bits (optional) receives the bf16 patterns.
+void round_to_bf16(attn_context *ctx, std::vector<float> &x, std::vector<uint16_t> *bits = nullptr) {
+    std::vector<uint16_t> local;
+    std::vector<uint16_t> &b = bits ? *bits : local;
+    b.resize(x.size());
+    const int64_t n = int64_t(x.size());
+    check(attn_convert(ctx, n, x.data(), ATTN_DTYPE_F32, b.data(), ATTN_DTYPE_BF16), "attn_convert");
+    check(attn_convert(ctx, n, b.data(), ATTN_DTYPE_BF16, x.data(), ATTN_DTYPE_F32), "attn_convert");
+}
+
+// c = attention(q, k, v) of the composed layer (lse out). bf16: q, k, v rounded to bf16 go to
+// attn_sdpa with BF16 types and the output comes back in bf16; l.q, l.k, l.v, l.c then hold
+// those bf16 values widened (what the backward reads).
+void attend_forward(attn_context *ctx, const model &m, layer &l, attn_sdpa_desc &sd) {
+    sd.lse = l.lse.data();
+    if (m.dtype == ATTN_DTYPE_F32) {
+        check(attn_sdpa_f32(ctx, &sd, l.q.data(), l.k.data(), l.v.data(), l.c.data()), "attn_sdpa_f32");
+    } else {
+        std::vector<uint16_t> qb, kb, vb, cb(l.c.size());
+        round_to_bf16(ctx, l.q, &qb), round_to_bf16(ctx, l.k, &kb), round_to_bf16(ctx, l.v, &vb);
+        sd.q_type = sd.kv_type = sd.out_type = ATTN_DTYPE_BF16;
+        check(attn_sdpa(ctx, &sd, qb.data(), kb.data(), vb.data(), cb.data()), "attn_sdpa");
+        sd.q_type = sd.kv_type = sd.out_type = ATTN_DTYPE_F32;
+        check(attn_convert(ctx, int64_t(cb.size()), cb.data(), ATTN_DTYPE_BF16, l.c.data(), ATTN_DTYPE_F32),
+              "attn_convert");
+    }
+    sd.lse = nullptr;
+}
+
+// dq, dk, dv of the composed layer given dc. bf16: dc is rounded to bf16 (the gradient of a
+// bf16 output), and the gradients are rounded once to bf16. This API has no typed backward
+// (attn_sdpa_backward with BF16 types) yet, so the bf16 values, held widened in l, go through
+// attn_sdpa_backward_f32: what a typed backward's reference path computes (widen, compute in
+// f32, round once). With a typed backward, this becomes one attn_sdpa_backward call.
+void attend_backward(attn_context *ctx, const model &m, const layer &l, const attn_sdpa_desc &sd,
+                     std::vector<float> &dc, std::vector<float> &dq, std::vector<float> &dk,
+                     std::vector<float> &dv) {
+    if (m.dtype == ATTN_DTYPE_BF16) round_to_bf16(ctx, dc);
+    check(attn_sdpa_backward_f32(ctx, &sd, l.q.data(), l.k.data(), l.v.data(), l.c.data(), dc.data(),
+                                 l.lse.data(), dq.data(), dk.data(), dv.data()),
+          "attn_sdpa_backward_f32");
+    if (m.dtype == ATTN_DTYPE_BF16) round_to_bf16(ctx, dq), round_to_bf16(ctx, dk), round_to_bf16(ctx, dv);
+}
+
 // The windowed layer's descriptor: BSHD views of [count, length, heads * head_dim] buffers,
 // causal, and an additive mask of -inf on keys j <= i - window.
 attn_sdpa_desc window_desc(const model &m, int count, int length, layer &l) {
@@ -123,18 +168,17 @@ double model::run(attn_context *ctx, const batch &b, bool grads, double *accurac
     md.causal = ATTN_CAUSAL_TOP_LEFT;
     md.w_q = w_q.w.data(), md.w_k = w_k.w.data(), md.w_v = w_v.w.data(), md.w_o = w_o.w.data();
     attn_sdpa_desc sd{};
-    if (window == 0) {
+    const bool fused = window == 0 && dtype == ATTN_DTYPE_F32;
+    if (fused) {
         check(attn_mha_forward_f32(ctx, &md, l.x.data(), l.x.data(), l.y.data()), "attn_mha_forward_f32");
-    } else {  // the same layer composed, with the window's mask
+    } else {  // the same layer composed: the window's mask, or bf16 attention
         l.q.resize(l.x.size()), l.k.resize(l.x.size()), l.v.resize(l.x.size()), l.c.resize(l.x.size());
         l.lse.resize(size_t(n * heads * L));
         gemm(ctx, ATTN_NO_TRANS, ATTN_TRANS, rows, dm, dm, l.x.data(), dm, w_q.w.data(), dm, 0.0f, l.q.data(), dm);
         gemm(ctx, ATTN_NO_TRANS, ATTN_TRANS, rows, dm, dm, l.x.data(), dm, w_k.w.data(), dm, 0.0f, l.k.data(), dm);
         gemm(ctx, ATTN_NO_TRANS, ATTN_TRANS, rows, dm, dm, l.x.data(), dm, w_v.w.data(), dm, 0.0f, l.v.data(), dm);
         sd = window_desc(*this, int(n), int(L), l);
-        sd.lse = l.lse.data();
-        check(attn_sdpa_f32(ctx, &sd, l.q.data(), l.k.data(), l.v.data(), l.c.data()), "attn_sdpa_f32");
-        sd.lse = nullptr;
+        attend_forward(ctx, *this, l, sd);
         gemm(ctx, ATTN_NO_TRANS, ATTN_TRANS, rows, dm, dm, l.c.data(), dm, w_o.w.data(), dm, 0.0f, l.y.data(), dm);
     }
 
@@ -173,7 +217,7 @@ double model::run(attn_context *ctx, const batch &b, bool grads, double *accurac
     if (!grads) return loss / double(n);
 
     std::vector<float> dx(size_t(rows * dm), 0.0f);
-    if (window == 0) {
+    if (fused) {
         attn_mha_grads g{w_q.g.data(), w_k.g.data(), w_v.g.data(), w_o.g.data(),
                          nullptr, nullptr, nullptr, nullptr};
         check(attn_mha_backward_f32(ctx, &md, l.x.data(), l.x.data(), dy.data(), dx.data(), nullptr, &g),
@@ -182,9 +226,7 @@ double model::run(attn_context *ctx, const batch &b, bool grads, double *accurac
         std::vector<float> dc(l.x.size()), dq(l.x.size()), dk(l.x.size()), dv(l.x.size());
         gemm(ctx, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, dm, dm, dy.data(), dm, w_o.w.data(), dm, 0.0f, dc.data(), dm);
         gemm(ctx, ATTN_TRANS, ATTN_NO_TRANS, dm, dm, rows, dy.data(), dm, l.c.data(), dm, 0.0f, w_o.g.data(), dm);
-        check(attn_sdpa_backward_f32(ctx, &sd, l.q.data(), l.k.data(), l.v.data(), l.c.data(), dc.data(),
-                                     l.lse.data(), dq.data(), dk.data(), dv.data()),
-              "attn_sdpa_backward_f32");
+        attend_backward(ctx, *this, l, sd, dc, dq, dk, dv);
         const std::vector<float> *dproj[3] = {&dq, &dk, &dv};
         param *w[3] = {&w_q, &w_k, &w_v};
         for (int p = 0; p < 3; ++p) {  // dW = dProj^T x, dx += dProj W

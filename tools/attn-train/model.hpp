@@ -4,7 +4,9 @@
 //   x_t     = E[token_t] + F[token_{t-1}]         token and previous-token embeddings
 //   y       = attention layer(x), causal          full: attn_mha_forward_f32 / _backward_f32;
 //                                                 windowed: attn_gemm_f32 + attn_sdpa_f32 with an
-//                                                 additive mask hiding keys more than w back
+//                                                 additive mask hiding keys more than w back;
+//                                                 bf16: q, k, v and the output in bf16 through
+//                                                 attn_sdpa (the projections stay f32)
 //   logits  = W_r y_last + b_r                    over the value tokens
 //   loss    = cross-entropy(logits, the value paired with the query key)
 // The previous-token embedding puts "value v follows key k" into the value's position, so the
@@ -46,6 +48,7 @@ struct param {
 struct model {
     task t;
     int d_model = 64, heads = 2, window = 0;  // window 0: full causal attention
+    attn_dtype dtype = ATTN_DTYPE_F32;        // the attention's q, k, v, out (and gradients)
     param E, F, w_q, w_k, w_v, w_o, w_r, b_r;
 
     void init(const task &tk, int d, int h, int w, uint32_t seed);
