@@ -52,9 +52,11 @@ product inputs(const shape &s) {
     return p;
 }
 
-constexpr float alpha = 0.75f, beta = -1.5f;
+// (alpha, beta): the general finish, and the two that accumulate whole blocks in C itself.
+const std::pair<float, float> scalings[] = {{0.75f, -1.5f}, {1.0f, 0.0f}, {1.0f, 1.0f}};
 
-std::vector<float> run(attn_isa isa, int threads, const shape &s, const product &p) {
+std::vector<float> run(attn_isa isa, int threads, const shape &s, const product &p, float alpha,
+                       float beta) {
     auto ctx = make_context(ATTN_IMPL_SIMD, isa, threads);
     EXPECT_TRUE(ctx) << attn_last_error();
     std::vector<float> c = p.c0;
@@ -71,8 +73,8 @@ std::vector<float> run(attn_isa isa, int threads, const shape &s, const product 
 // the products of two bf16 are exact in f32, and every product passes through at most k + 4
 // rounded additions (its chain of at most k/2, the two chains' sum, the panels' and C's), each
 // off by at most 2^-24 of the magnitudes summed.
-void expect_near_oracle(const shape &s, const product &p, const std::vector<float> &c,
-                        const std::string &what) {
+void expect_near_oracle(const shape &s, const product &p, float alpha, float beta,
+                        const std::vector<float> &c, const std::string &what) {
     const int64_t lda = s.ta == ATTN_TRANS ? s.m : s.k, ldb = s.tb == ATTN_TRANS ? s.k : s.n;
     int checked = 0;
     for (int64_t i = 0; i < s.m; ++i)
@@ -102,14 +104,15 @@ TEST_P(gemm_amx, oracle_and_thread_counts) {
         GTEST_SKIP() << name << ": this CPU (or its OS) lacks the level";
     const attn::kernels::kernel_table *kt = attn::kernels::kernel_table_for(isa);
     ASSERT_NE(kt->gemm_block_kernel_tiles, nullptr) << name << " runs GEMM on tiles";
-    for (const shape &s : shapes) {
-        const product p = inputs(s);
-        const std::vector<float> one = run(isa, 1, s, p);
-        expect_near_oracle(s, p, one, name);
-        for (int threads : {2, 3})
-            EXPECT_TRUE(attn_test::bitwise_equal(one, run(isa, threads, s, p)))
-                << name << " threads " << threads << " m " << s.m << " k " << s.k;
-    }
+    for (const shape &s : shapes)
+        for (auto [alpha, beta] : scalings) {
+            const product p = inputs(s);
+            const std::vector<float> one = run(isa, 1, s, p, alpha, beta);
+            expect_near_oracle(s, p, alpha, beta, one, name);
+            for (int threads : {2, 3})
+                EXPECT_TRUE(attn_test::bitwise_equal(one, run(isa, threads, s, p, alpha, beta)))
+                    << name << " threads " << threads << " m " << s.m << " k " << s.k;
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(levels, gemm_amx,
@@ -121,12 +124,13 @@ INSTANTIATE_TEST_SUITE_P(levels, gemm_amx,
 TEST(gemm_amx_model, equals_the_real_tiles_bitwise) {
     if (!attn::kernels::isa_supported(ATTN_ISA_AMX))
         GTEST_SKIP() << "amx: this CPU (or its OS) lacks the tiles; amx_emulated alone is tested";
-    for (const shape &s : shapes) {
-        const product p = inputs(s);
-        EXPECT_TRUE(attn_test::bitwise_equal(run(ATTN_ISA_AMX, 2, s, p),
-                                             run(ATTN_ISA_AMX_EMULATED, 2, s, p)))
-            << "m " << s.m << " n " << s.n << " k " << s.k;
-    }
+    for (const shape &s : shapes)
+        for (auto [alpha, beta] : scalings) {
+            const product p = inputs(s);
+            EXPECT_TRUE(attn_test::bitwise_equal(run(ATTN_ISA_AMX, 2, s, p, alpha, beta),
+                                                 run(ATTN_ISA_AMX_EMULATED, 2, s, p, alpha, beta)))
+                << "m " << s.m << " n " << s.n << " k " << s.k << " alpha " << alpha;
+        }
 }
 
 // amx_emulated is chosen only when asked for: never by ATTN_ISA_AUTO, and the tile kernels

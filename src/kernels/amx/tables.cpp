@@ -17,7 +17,7 @@ void set_gemm_tiles(kernel_table &t) {
     using arch = xsimd::avx512cd;
     t.gemm_mr_tiles = int(amx::gemm_mr);
     t.gemm_nr_tiles = int(amx::gemm_nr);
-    t.gemm_kc_tiles = 1024;
+    t.gemm_kc_tiles = 512;
     t.gemm_packed_pairs_tiles = &amx::gemm_packed_pairs;
     t.gemm_pack_a_tiles = &amx::gemm_pack_a_tiles<arch>;
     t.gemm_pack_b_tiles = &amx::gemm_pack_b_tiles<arch>;
