@@ -17,7 +17,9 @@ void set_gemm_tiles(kernel_table &t) {
     using arch = xsimd::avx512cd;
     t.gemm_mr_tiles = int(amx::gemm_mr);
     t.gemm_nr_tiles = int(amx::gemm_nr);
-    t.gemm_kc_tiles = 512;
+    // 1024 elements of depth: at 2048^3 on one thread (per CPU second, one run each on a
+    // loaded machine) 664 GFLOP/s against 522 at 768, 498 at 512 and 442 at 2048.
+    t.gemm_kc_tiles = 1024;
     t.gemm_packed_pairs_tiles = &amx::gemm_packed_pairs;
     t.gemm_pack_a_tiles = &amx::gemm_pack_a_tiles<arch>;
     t.gemm_pack_b_tiles = &amx::gemm_pack_b_tiles<arch>;
