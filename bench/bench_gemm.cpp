@@ -8,8 +8,9 @@
 //   gemm_bf16/simd/<isa>/threads:{1,2}/MxNxK  attn_gemm with bf16 A and B, f32 C (1024^3
 //                                         and 2048^3), next to the f32 rows of the same run
 //   gemm_bf16/onednn/-/threads:{1,2}/MxNxK  oneDNN matmul, bf16 A and B, f32 C
-// (on avx512_bf16 and amx attn_gemm multiplies bf16 pairs with VDPBF16PS, gemm_bf16.hpp; the
-// other levels widen to f32.) The gemm_bf16 rows also report GFLOP/s_cpu, per second on a
+// (on avx512_bf16 attn_gemm multiplies bf16 pairs with VDPBF16PS, gemm_bf16.hpp, on amx with
+// TDPBF16PS on the tiles, src/kernels/amx/gemm_amx.hpp, registered only where the OS grants
+// them; the other levels widen to f32.) The gemm_bf16 rows also report GFLOP/s_cpu, per second on a
 // CPU, the figure to compare on a shared machine. Run oneDNN's two-thread rows with
 // OMP_WAIT_POLICY=PASSIVE there: spin-waiting OpenMP threads lost 10-50% to the other load.
 // GFLOP/s = 2 M N K per call.
@@ -166,8 +167,7 @@ bool register_gemm() {
                     ATTN_IMPL_SIMD, isa, threads);
         if (s.m == s.n && s.n == s.k && s.m >= 1024) {
             std::vector<attn_isa> isas = simd_isas();
-            if (context(ATTN_IMPL_SIMD, ATTN_ISA_AVX512_BF16, 1) != nullptr)
-                isas.push_back(ATTN_ISA_AVX512_BF16);
+            for (attn_isa isa : bf16_isas()) isas.push_back(isa);  // amx where the OS grants tiles
             for (attn_isa isa : isas)
                 for (int threads : {1, 2})
                     add(bench_name("gemm_bf16", "simd", isa_name(isa), threads, shape_name),

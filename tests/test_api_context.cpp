@@ -19,6 +19,7 @@ using attn_test::make_context;
 
 const char *expected_isa_name(attn_isa isa) {
     switch (isa) {
+    case ATTN_ISA_AMX_EMULATED: return "amx_emulated";
     case ATTN_ISA_AMX: return "amx";
     case ATTN_ISA_AVX512_BF16: return "avx512_bf16";
     case ATTN_ISA_AVX512: return "avx512";
@@ -76,11 +77,12 @@ TEST(ApiContext, ReferenceIsScalarWhateverTheCap) {
 
 // Every cap up to what the CPU has is honoured and named; every cap above it is
 // ATTN_UNSUPPORTED with a message naming the requested and the available ISA. On a CPU
-// with AMX only the first branch runs.
+// with AMX only the first branch runs. amx_emulated (7, above amx) runs wherever avx512_bf16
+// does.
 TEST(ApiContext, IsaCapIsHonouredOrUnsupported) {
     const attn_isa best = attn::kernels::best_supported_isa();
     for (attn_isa cap : {ATTN_ISA_SCALAR, ATTN_ISA_SSE4, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
-                         ATTN_ISA_AVX512_BF16, ATTN_ISA_AMX}) {
+                         ATTN_ISA_AVX512_BF16, ATTN_ISA_AMX, ATTN_ISA_AMX_EMULATED}) {
         for (attn_impl impl : {ATTN_IMPL_AUTO, ATTN_IMPL_SIMD}) {
             attn_config cfg;
             attn_config_init(&cfg);
@@ -88,7 +90,10 @@ TEST(ApiContext, IsaCapIsHonouredOrUnsupported) {
             cfg.max_isa = cap;
             attn_context *ctx = reinterpret_cast<attn_context *>(0x1);  // must stay untouched
             const attn_status s = attn_context_create(&cfg, &ctx);
-            if (cap <= best) {
+            const bool runs = cap == ATTN_ISA_AMX_EMULATED
+                                  ? best == ATTN_ISA_AVX512_BF16 || best == ATTN_ISA_AMX
+                                  : cap <= best;
+            if (runs) {
                 ASSERT_EQ(s, ATTN_OK) << attn_last_error();
                 EXPECT_STREQ(attn_context_isa(ctx), expected_isa_name(cap));
                 expect_small_gemm(ctx);
@@ -115,7 +120,7 @@ TEST(ApiContext, InvalidConfigsAreRejectedWithTheirValue) {
     const bad_config cases[] = {
         {{attn_impl(3), ATTN_ISA_AUTO, 0}, "attn_context_create: cfg->impl = 3, must be"},
         {{attn_impl(-1), ATTN_ISA_AUTO, 0}, "attn_context_create: cfg->impl = -1, must be"},
-        {{ATTN_IMPL_SIMD, attn_isa(7), 0}, "attn_context_create: cfg->max_isa = 7, must be"},
+        {{ATTN_IMPL_SIMD, attn_isa(8), 0}, "attn_context_create: cfg->max_isa = 8, must be"},
         {{ATTN_IMPL_AUTO, attn_isa(-2), 0}, "attn_context_create: cfg->max_isa = -2, must be"},
         {{ATTN_IMPL_AUTO, ATTN_ISA_AUTO, -1},
          "attn_context_create: cfg->num_threads = -1, must be >= 0"},

@@ -337,7 +337,8 @@ TEST(gemm_typed_simd, pair_kernels_on_the_bf16_levels) {
     for (auto &p : attn_test::simd_paths()) {
         const attn::kernels::kernel_table *kt = attn::kernels::kernel_table_for(p.isa);
         ASSERT_NE(kt, nullptr);
-        const bool bf16_level = p.isa == ATTN_ISA_AVX512_BF16 || p.isa == ATTN_ISA_AMX;
+        const bool bf16_level = p.isa == ATTN_ISA_AVX512_BF16 || p.isa == ATTN_ISA_AMX ||
+                                p.isa == ATTN_ISA_AMX_EMULATED;
         EXPECT_EQ(kt->gemm_micro_kernel_bf16 != nullptr, bf16_level) << p.name;
         EXPECT_EQ(kt->gemm_pack_a_bf16 != nullptr, bf16_level) << p.name;
         EXPECT_EQ(kt->gemm_pack_b_bf16 != nullptr, bf16_level) << p.name;

@@ -53,7 +53,8 @@ inline const std::vector<std::pair<attn_isa, const char *>> &simd_levels() {
         {ATTN_ISA_AVX2, "simd_avx2"},
         {ATTN_ISA_AVX512, "simd_avx512"},
         {ATTN_ISA_AVX512_BF16, "simd_avx512_bf16"},
-        {ATTN_ISA_AMX, "simd_amx"}};
+        {ATTN_ISA_AMX, "simd_amx"},
+        {ATTN_ISA_AMX_EMULATED, "simd_amx_emulated"}};
     return levels;
 }
 

@@ -70,8 +70,13 @@ typedef enum attn_isa {
     ATTN_ISA_AVX2 = 3,
     ATTN_ISA_AVX512 = 4,
     ATTN_ISA_AVX512_BF16 = 5, /* AVX-512 with VDPBF16PS (Cooper Lake, Zen 4 and later): "avx512_bf16" */
-    ATTN_ISA_AMX = 6          /* AMX-BF16 tiles with AVX512-BF16 (Sapphire Rapids and later): "amx"
+    ATTN_ISA_AMX = 6,         /* AMX-BF16 tiles with AVX512-BF16 (Sapphire Rapids and later): "amx"
                                  (only when the OS grants the tile state, see attn_context_isa) */
+    ATTN_ISA_AMX_EMULATED = 7 /* the amx level's kernels on an exact software model of the tiles:
+                                 "amx_emulated", for testing them on any CPU. Selected only
+                                 explicitly, as max_isa, never by ATTN_ISA_AUTO; needs
+                                 AVX512-BF16 (the kernels around the tiles use it), else
+                                 ATTN_UNSUPPORTED naming it. Slow: not for production. */
 } attn_isa;
 
 /* How f32 and f16 inputs may be multiplied. */

@@ -12,7 +12,7 @@ def _choice(table, value, what):
 
 class Context:
     """An attn_context. impl: "auto" | "reference" | "simd"; isa: "auto" | "scalar" | "sse4" |
-    "avx2" | "avx512" | "avx512_bf16" | "amx" (a cap; above the CPU's: AttnError
+    "avx2" | "avx512" | "avx512_bf16" | "amx" | "amx_emulated" (a cap; above the CPU's: AttnError
     ATTN_UNSUPPORTED); threads: 0 = all hardware threads, n = at most n; fpmath: "strict" |
     "bf16". Close it with close() or use it as a context manager (`with attn.Context() as c`).
     Every function of the module takes ctx=None: None is the library's default context."""

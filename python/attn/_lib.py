@@ -15,7 +15,8 @@ c_int64_p = ctypes.POINTER(ctypes.c_int64)
 STATUS_NAMES = {0: "ATTN_OK", 1: "ATTN_INVALID_ARGUMENT", 2: "ATTN_OUT_OF_MEMORY",
                 3: "ATTN_UNSUPPORTED", 4: "ATTN_INTERNAL_ERROR"}
 IMPL = {"auto": 0, "reference": 1, "simd": 2}
-ISA = {"auto": 0, "scalar": 1, "sse4": 2, "avx2": 3, "avx512": 4, "avx512_bf16": 5, "amx": 6}
+ISA = {"auto": 0, "scalar": 1, "sse4": 2, "avx2": 3, "avx512": 4, "avx512_bf16": 5, "amx": 6,
+       "amx_emulated": 7}
 FPMATH = {"strict": 0, "bf16": 1}
 CAUSAL = {"none": 0, "top_left": 1, "bottom_right": 2, "bottom_right_kv_len": 3}
 DTYPE = {"f32": 0, "bf16": 1, "f16": 2}

@@ -14,6 +14,7 @@ namespace attn::api {
 
 const char *isa_name(attn_isa isa) {
     switch (isa) {
+    case ATTN_ISA_AMX_EMULATED: return "amx_emulated";
     case ATTN_ISA_AMX: return "amx";
     case ATTN_ISA_AVX512_BF16: return "avx512_bf16";
     case ATTN_ISA_AVX512: return "avx512";
@@ -38,8 +39,9 @@ attn_status make_context(const char *function, const attn_config *cfg,
                        function, impl);
         return ATTN_INVALID_ARGUMENT;
     }
-    if (max_isa < ATTN_ISA_AUTO || max_isa > ATTN_ISA_AMX) {
-        set_last_error("%s: cfg->max_isa = %d, must be in [ATTN_ISA_AUTO (0), ATTN_ISA_AMX (6)]",
+    if (max_isa < ATTN_ISA_AUTO || max_isa > ATTN_ISA_AMX_EMULATED) {
+        set_last_error("%s: cfg->max_isa = %d, must be in [ATTN_ISA_AUTO (0), "
+                       "ATTN_ISA_AMX_EMULATED (7)]",
                        function, max_isa);
         return ATTN_INVALID_ARGUMENT;
     }
@@ -65,7 +67,8 @@ attn_status make_context(const char *function, const attn_config *cfg,
         ctx->isa = ATTN_ISA_SCALAR;
     } else {
         const attn_isa best = attn::kernels::best_supported_isa();
-        if (c.max_isa > best) {
+        // amx_emulated (above amx in number) runs wherever avx512_bf16 does.
+        if (c.max_isa != ATTN_ISA_AUTO && !attn::kernels::isa_supported(c.max_isa)) {
             set_last_error("%s: cfg->max_isa = %s, this CPU supports at most %s", function,
                            isa_name(c.max_isa), isa_name(best));
             return ATTN_UNSUPPORTED;

@@ -12,6 +12,7 @@ const kernel_table *kernel_table_avx2();
 const kernel_table *kernel_table_avx512();
 const kernel_table *kernel_table_avx512_bf16();
 const kernel_table *kernel_table_amx();
+const kernel_table *kernel_table_amx_emulated();  // src/kernels/amx/tables.cpp
 
 namespace {
 
@@ -79,8 +80,16 @@ attn_isa best_supported_isa() {
     return ATTN_ISA_SCALAR;
 }
 
+bool isa_supported(attn_isa isa) {
+    const attn_isa best = best_supported_isa();
+    if (isa == ATTN_ISA_AMX_EMULATED)  // the tile model, on the avx512_bf16 kernels
+        return best == ATTN_ISA_AVX512_BF16 || best == ATTN_ISA_AMX;
+    return isa <= best;
+}
+
 const kernel_table *kernel_table_for(attn_isa isa) {
     switch (isa) {
+    case ATTN_ISA_AMX_EMULATED: return kernel_table_amx_emulated();
     case ATTN_ISA_AMX: return kernel_table_amx();
     case ATTN_ISA_AVX512_BF16: return kernel_table_avx512_bf16();
     case ATTN_ISA_AVX512: return kernel_table_avx512();

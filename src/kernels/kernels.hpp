@@ -47,6 +47,20 @@ struct kernel_table {
     void (*gemm_micro_kernel_bf16)(int64_t kp, float alpha, const uint32_t *a_packed,
                                    const uint32_t *b_packed, float beta, float *c, int64_t ldc,
                                    int64_t m_r, int64_t n_r);
+    // amx: GEMM on AMX tiles (src/kernels/amx/gemm_amx.hpp), on the amx and amx_emulated
+    // levels (else null), used in place of the pair panels when set: blocks of
+    // gemm_mr_tiles x gemm_nr_tiles, depth blocks of at most gemm_kc_tiles elements packed
+    // gemm_packed_pairs_tiles(kc) pairs deep; the block kernel runs a packed A block of mc
+    // rows against one B sliver (one tile configuration per call).
+    int gemm_mr_tiles, gemm_nr_tiles, gemm_kc_tiles;
+    int64_t (*gemm_packed_pairs_tiles)(int64_t kc);
+    void (*gemm_pack_a_tiles)(attn_trans trans_a, int64_t mc, int64_t kc, const void *a,
+                              attn_dtype a_type, int64_t lda, uint32_t *packed);
+    void (*gemm_pack_b_tiles)(attn_trans trans_b, int64_t kc, int64_t nc, const void *b,
+                              attn_dtype b_type, int64_t ldb, uint32_t *packed);
+    void (*gemm_block_kernel_tiles)(int64_t kw, float alpha, const uint32_t *a_packed,
+                                    int64_t mc, const uint32_t *b_sliver, float beta, float *c,
+                                    int64_t ldc, int64_t n_r);
     // y[i] = exp(x[i]) with the kernels' exp (vec_math.hpp); x == y allowed.
     void (*exp_array)(const float *x, float *y, int64_t count);
     // y[i] = 2^x[i] with the kernels' exp2 (the fused attention's softmax); x == y allowed.
@@ -106,5 +120,9 @@ const kernel_table *kernel_table_for(attn_isa isa);
 
 // The best ISA this CPU and OS support, among those compiled in.
 attn_isa best_supported_isa();
+
+// Whether this CPU and OS run the level: every level up to best_supported_isa(), and
+// ATTN_ISA_AMX_EMULATED (never chosen by best_supported_isa) wherever avx512_bf16 runs.
+bool isa_supported(attn_isa isa);
 
 }  // namespace attn::kernels

@@ -72,14 +72,22 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
 
     const bool pairs = kt->gemm_micro_kernel_bf16 != nullptr &&
                        ((a_type == ATTN_DTYPE_BF16 && b_type == ATTN_DTYPE_BF16) || round_bf16);
+    // amx: pairs on AMX tiles where the table has them (their own blocks, packing and
+    // block kernel; the depth of a panel padded to whole tiles).
+    const bool tiles = pairs && kt->gemm_block_kernel_tiles != nullptr;
     // Words of packed depth for kc elements of k.
-    auto depth = [pairs](int64_t kc) { return pairs ? (kc + 1) / 2 : kc; };
+    auto depth = [pairs, tiles, kt](int64_t kc) {
+        return tiles ? kt->gemm_packed_pairs_tiles(kc) : pairs ? (kc + 1) / 2 : kc;
+    };
 
-    const int64_t MR = kt->gemm_mr, NR = kt->gemm_nr;
+    const int64_t MR = tiles ? kt->gemm_mr_tiles : kt->gemm_mr;
+    const int64_t NR = tiles ? kt->gemm_nr_tiles : kt->gemm_nr;
     // Depth and column blocks depend on the shape only (kc decides the rounding of C). Pair
-    // panels cut k at even offsets, so only the last block can end in a lone element.
-    const int64_t kc_max =
-        pairs ? balanced_block(k, kt->gemm_kc_bf16, 2) : balanced_block(k, kt->gemm_kc, 1);
+    // panels cut k at even offsets (tiles: at whole tiles of 32), so only the last block can
+    // end in a lone element.
+    const int64_t kc_max = tiles   ? balanced_block(k, kt->gemm_kc_tiles, 32)
+                           : pairs ? balanced_block(k, kt->gemm_kc_bf16, 2)
+                                   : balanced_block(k, kt->gemm_kc, 1);
     const int64_t kw_max = depth(kc_max);
     const int64_t nc_max = balanced_block(n, kt->gemm_nc, NR);
     // Row blocks: MC rows, cut finer when that gives each thread a share of the rows;
@@ -119,7 +127,9 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
         return b_base + b_bytes * (trans_b == ATTN_TRANS ? j * ldb + p : p * ldb + j);
     };
     auto pack_a = [&](int64_t mc, int64_t kc, const void *src, float *dst) {
-        if (pairs)
+        if (tiles)
+            kt->gemm_pack_a_tiles(trans_a, mc, kc, src, a_type, lda, reinterpret_cast<uint32_t *>(dst));
+        else if (pairs)
             kt->gemm_pack_a_bf16(trans_a, mc, kc, src, a_type, lda, reinterpret_cast<uint32_t *>(dst));
         else if (a_plain)
             kt->gemm_pack_a(trans_a, mc, kc, static_cast<const float *>(src), lda, dst);
@@ -127,7 +137,9 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
             kt->gemm_pack_a_typed(trans_a, mc, kc, src, a_type, lda, round_bf16, dst);
     };
     auto pack_b = [&](int64_t kc, int64_t nc, const void *src, float *dst) {
-        if (pairs)
+        if (tiles)
+            kt->gemm_pack_b_tiles(trans_b, kc, nc, src, b_type, ldb, reinterpret_cast<uint32_t *>(dst));
+        else if (pairs)
             kt->gemm_pack_b_bf16(trans_b, kc, nc, src, b_type, ldb, reinterpret_cast<uint32_t *>(dst));
         else if (b_plain)
             kt->gemm_pack_b(trans_b, kc, nc, static_cast<const float *>(src), ldb, dst);
@@ -167,6 +179,13 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
                         const int64_t jr = s * NR;
                         const int64_t n_r = std::min(NR, nc - jr);
                         const float *b_sliver = b_panel + s * kw * NR;
+                        if (tiles) {  // amx: all of the block's rows in one call
+                            kt->gemm_block_kernel_tiles(
+                                kw, alpha, reinterpret_cast<const uint32_t *>(a_packed), mc,
+                                reinterpret_cast<const uint32_t *>(b_sliver), beta_pc,
+                                c + ic * ldc + jc + jr, ldc, n_r);
+                            continue;
+                        }
                         // ir: MR rows at a time, one micro-kernel call per MR x NR tile of C.
                         for (int64_t ir = 0; ir < mc; ir += MR) {
                             const int64_t m_r = std::min(MR, mc - ir);

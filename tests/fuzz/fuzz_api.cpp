@@ -276,19 +276,22 @@ bool decode_merge(FuzzedDataProvider &in, pool &p, value_source &src, call &c) {
 static void fuzz_config(FuzzedDataProvider &in) {
     attn_config cfg;
     attn_config_init(&cfg);
-    int impl = in.ConsumeIntegralInRange<int>(-1, 3), isa = in.ConsumeIntegralInRange<int>(-1, 7);
+    int impl = in.ConsumeIntegralInRange<int>(-1, 3), isa = in.ConsumeIntegralInRange<int>(-1, 8);
     set_enum(cfg.impl, impl);
     set_enum(cfg.max_isa, isa);
     cfg.num_threads = in.ConsumeIntegralInRange<int>(-2, 4);
     attn_context *ctx = nullptr;
     attn_status st = attn_context_create(&cfg, &ctx);
-    bool invalid = impl < 0 || impl > 2 || isa < 0 || isa > ATTN_ISA_AMX || cfg.num_threads < 0;
+    bool invalid = impl < 0 || impl > 2 || isa < 0 || isa > ATTN_ISA_AMX_EMULATED || cfg.num_threads < 0;
     if (invalid) FUZZ_CHECK(st == ATTN_INVALID_ARGUMENT, "context: invalid config not rejected");
+    else if (isa == ATTN_ISA_AMX_EMULATED && impl != ATTN_IMPL_REFERENCE)  // amx_emulated: with avx512_bf16
+        FUZZ_CHECK((st == ATTN_OK) == (contexts().best >= ATTN_ISA_AVX512_BF16),
+                   "context: amx_emulated not available exactly where avx512_bf16 is");
     else if (isa > contexts().best && impl != ATTN_IMPL_REFERENCE)
         FUZZ_CHECK(st == ATTN_UNSUPPORTED, "context: ISA above the CPU's not reported unsupported");
     if (st != ATTN_OK) return;
     std::string name = attn_context_isa(ctx);
-    FUZZ_CHECK(name == "amx" || name == "avx512_bf16" || name == "avx512" || name == "avx2" || name == "sse4" ||
+    FUZZ_CHECK(name == "amx" || name == "amx_emulated" || name == "avx512_bf16" || name == "avx512" || name == "avx2" || name == "sse4" ||
                    name == "scalar",
                "context: unknown ISA name");
     int threads = attn_context_num_threads(ctx);

@@ -38,7 +38,8 @@ const char usage_text[] =
     "  --op NAME    gemm, softmax, sdpa, sdpa_backward, sdpa_typed, mha_forward, mha_backward,\n"
     "               merge;\n"
     "               a family name (sdpa, mha) selects all its ops\n"
-    "  --isa NAME   sse4, avx2, avx512, avx512_bf16, amx\n"
+    "  --isa NAME   sse4, avx2, avx512, avx512_bf16, amx, amx_emulated (the amx kernels on\n"
+    "               the tile model, on any CPU with avx512_bf16; only when named here)\n"
     "  --csv FILE   also write every row to FILE as CSV\n"
     "Exit status: 0 all passed, 1 a comparison failed, 2 bad command line.\n";
 
@@ -148,9 +149,10 @@ int parse_options(int argc, char **argv, options &opt) {
     }
     for (const auto &isa : opt.isas)
         if (isa != "sse4" && isa != "avx2" && isa != "avx512" && isa != "avx512_bf16" &&
-            isa != "amx") {
+            isa != "amx" && isa != "amx_emulated") {
             std::fprintf(stderr,
-                         "attn-compare: unknown ISA '%s' (sse4, avx2, avx512, avx512_bf16, amx)\n",
+                         "attn-compare: unknown ISA '%s' (sse4, avx2, avx512, avx512_bf16, amx, "
+                         "amx_emulated)\n",
                          isa.c_str());
             return 2;
         }
@@ -187,8 +189,11 @@ int main(int argc, char **argv) {
     std::vector<simd_target> targets;
     const std::pair<attn_isa, const char *> isas[] = {
         {ATTN_ISA_SSE4, "sse4"},          {ATTN_ISA_AVX2, "avx2"}, {ATTN_ISA_AVX512, "avx512"},
-        {ATTN_ISA_AVX512_BF16, "avx512_bf16"}, {ATTN_ISA_AMX, "amx"}};
+        {ATTN_ISA_AVX512_BF16, "avx512_bf16"}, {ATTN_ISA_AMX, "amx"},
+        {ATTN_ISA_AMX_EMULATED, "amx_emulated"}};
     for (auto [isa, name] : isas) {
+        // amx_emulated (the tile model, slow) runs only when --isa names it
+        if (isa == ATTN_ISA_AMX_EMULATED && opt.isas.empty()) continue;
         if (!opt.isas.empty() && std::find(opt.isas.begin(), opt.isas.end(), name) == opt.isas.end())
             continue;
         simd_target t;

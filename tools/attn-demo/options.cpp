@@ -95,8 +95,9 @@ attn_isa parse_isa(const std::string &text) {
     if (text == "avx512") return ATTN_ISA_AVX512;
     if (text == "avx512_bf16") return ATTN_ISA_AVX512_BF16;
     if (text == "amx") return ATTN_ISA_AMX;
-    throw usage_error("--isa: '" + text +
-                      "' is not one of scalar, sse4, avx2, avx512, avx512_bf16, amx, auto");
+    if (text == "amx_emulated") return ATTN_ISA_AMX_EMULATED;
+    throw usage_error("--isa: '" + text + "' is not one of scalar, sse4, avx2, avx512, "
+                      "avx512_bf16, amx, amx_emulated, auto");
 }
 
 }  // namespace

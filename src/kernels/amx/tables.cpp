@@ -1,0 +1,43 @@
+// The tile kernels' table entries, for the amx level (real tiles) and the amx_emulated level
+// (the same kernels on the tile model). Compiled with the amx flags (src/CMakeLists.txt).
+// The pair-panel templates instantiated here on xsimd::avx512cd are the ones of
+// src/kernels/arch/avx512_bf16.cpp; the AMX flags add no instruction the compiler emits on
+// its own (tile instructions come from the intrinsics only), so either copy may be kept.
+#include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
+#include "kernels/amx/gemm_amx.hpp"
+
+namespace attn::kernels {
+
+const kernel_table *kernel_table_amx();
+
+namespace {
+
+template <class Tiles>
+void set_gemm_tiles(kernel_table &t) {
+    using arch = xsimd::avx512cd;
+    t.gemm_mr_tiles = int(amx::gemm_mr);
+    t.gemm_nr_tiles = int(amx::gemm_nr);
+    // 1024 elements of depth: at 2048^3 on one thread (per CPU second, one run each on a
+    // loaded machine) 664 GFLOP/s against 522 at 768, 498 at 512 and 442 at 2048.
+    t.gemm_kc_tiles = 1024;
+    t.gemm_packed_pairs_tiles = &amx::gemm_packed_pairs;
+    t.gemm_pack_a_tiles = &amx::gemm_pack_a_tiles<arch>;
+    t.gemm_pack_b_tiles = &amx::gemm_pack_b_tiles<arch>;
+    t.gemm_block_kernel_tiles = &amx::gemm_block_kernel_tiles<arch, Tiles>;
+}
+
+}  // namespace
+
+void set_gemm_tiles_hw(kernel_table &t) { set_gemm_tiles<amx::amx_hw_tiles>(t); }
+
+const kernel_table *kernel_table_amx_emulated() {
+    static const kernel_table table = [] {
+        kernel_table t = *kernel_table_amx();
+        t.isa_name = "amx_emulated";
+        set_gemm_tiles<amx::amx_model_tiles>(t);
+        return t;
+    }();
+    return &table;
+}
+
+}  // namespace attn::kernels
