@@ -55,12 +55,12 @@ void check_row_stride(checker &chk, int64_t rows, int64_t stride, int64_t row_le
 
 // The values: the first NaN or infinity, or (asymmetric) group whose max - min overflows, is
 // an error.
-void check_quantize_values(checker &chk, int64_t rows, int64_t dim, const void *src,
+void check_quantize_values(checker &chk, const ops::exec &ex, int64_t rows, int64_t dim, const void *src,
                            attn_dtype src_type, int64_t src_stride, int64_t group,
                            bool asymmetric) {
     if (chk.failed()) return;  // the pointers and strides must be known good to read
     const ops::quantize_fault f =
-        ops::quantize_find_fault(rows, dim, src, src_type, src_stride, group, asymmetric);
+        ops::quantize_find_fault(ex, rows, dim, src, src_type, src_stride, group, asymmetric);
     if (f.row < 0) return;
     if (!f.overflow) {
         const float x = ref::load_element(src, src_type, f.row * src_stride + f.col);
@@ -104,9 +104,10 @@ attn_status quantize(const char *fn, attn_context *ctx, int64_t rows, int64_t di
     if (zero) z = matrix_tensor("zero", zero, rows, groups, scale_stride);
     for (tensor_ref *x : {&s, &d, &sc, &z}) chk.span(*x);
     chk.outputs_disjoint({&d, &sc, &z}, {&s});
-    check_quantize_values(chk, rows, dim, src, src_type, src_stride, group, zero != nullptr);
+    const ops::exec ex = exec_for(context_or_default(ctx));
+    check_quantize_values(chk, ex, rows, dim, src, src_type, src_stride, group, zero != nullptr);
     if (chk.failed()) return chk.status();
-    ops::quantize(exec_for(context_or_default(ctx)), rows, dim, src, src_type, src_stride, dst,
+    ops::quantize(ex, rows, dim, src, src_type, src_stride, dst,
                   dst_type, dst_stride, scale, zero, scale_stride, group);
     return ATTN_OK;
 }

@@ -90,7 +90,7 @@ struct quantize_fault {
     int64_t row = -1, col = -1;
     bool overflow = false;
 };
-quantize_fault quantize_find_fault(int64_t rows, int64_t dim, const void *src,
+quantize_fault quantize_find_fault(const exec &ex, int64_t rows, int64_t dim, const void *src,
                                    attn_dtype src_type, int64_t src_stride, int64_t group,
                                    bool asymmetric);
 

@@ -4,6 +4,7 @@
 // the result; a block holds about 64 Ki elements (enough to pay for a task).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/kernels.hpp"
@@ -13,23 +14,40 @@
 
 namespace attn::ops {
 
-quantize_fault quantize_find_fault(int64_t rows, int64_t dim, const void *src,
+namespace {
+
+// x[0 .. n) holds a NaN or an infinity (no early exit: the loop vectorises).
+bool any_not_finite(const float *x, int64_t n) {
+    uint32_t all_ones_exponent = 0;
+    for (int64_t c = 0; c < n; ++c) {
+        uint32_t u;
+        std::memcpy(&u, x + c, sizeof u);
+        all_ones_exponent |= uint32_t((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return all_ones_exponent != 0;
+}
+
+}  // namespace
+
+quantize_fault quantize_find_fault(const exec &ex, int64_t rows, int64_t dim, const void *src,
                                    attn_dtype src_type, int64_t src_stride, int64_t group,
                                    bool asymmetric) {
+    const kernels::kernel_table *kt = simd_kernels(ex);
     const int64_t g_len = group == 0 ? dim : group;
+    const int64_t src_bytes = int64_t(attn_dtype_size(src_type));
+    std::vector<float> x(static_cast<size_t>(dim));
     for (int64_t r = 0; r < rows; ++r) {
-        const int64_t at = r * src_stride;
-        for (int64_t c = 0; c < dim; ++c)
-            if (!std::isfinite(ref::load_element(src, src_type, at + c))) return {r, c, false};
+        // the row as f32 (exact), by the ISA's conversion or the reference's: the same bits
+        const void *row = static_cast<const char *>(src) + r * src_stride * src_bytes;
+        if (kt) kt->convert_array(dim, row, src_type, x.data(), ATTN_DTYPE_F32);
+        else ref::convert(dim, row, src_type, x.data(), ATTN_DTYPE_F32);
+        if (any_not_finite(x.data(), dim))
+            for (int64_t c = 0; c < dim; ++c)
+                if (!std::isfinite(x[size_t(c)])) return {r, c, false};
         if (!asymmetric) continue;  // only max |x| is used, which is finite
         for (int64_t c0 = 0; c0 < dim; c0 += g_len) {
-            float lo = ref::load_element(src, src_type, at + c0), hi = lo;
-            for (int64_t c = c0 + 1; c < c0 + g_len; ++c) {
-                const float x = ref::load_element(src, src_type, at + c);
-                lo = std::min(lo, x);
-                hi = std::max(hi, x);
-            }
-            if (!std::isfinite(hi - lo)) return {r, c0, true};
+            const auto [lo, hi] = std::minmax_element(x.begin() + c0, x.begin() + c0 + g_len);
+            if (!std::isfinite(*hi - *lo)) return {r, c0, true};
         }
     }
     return {};
