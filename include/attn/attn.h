@@ -163,10 +163,10 @@ attn_status attn_convert(attn_context *ctx, int64_t n, const void *src, attn_dty
  *   dst: rows x dim of dst_type (I8, U8, I4, U4, FP8_E4M3 or FP8_E5M2), row r at element
  *        r * dst_stride (4-bit: element e in byte e / 2, low nibble first).
  *   scale, zero: the scale (and zero point) of row r, group g at [r * scale_stride + g].
- * Strides count elements of their arrays; src_stride, dst_stride >= dim and
- * scale_stride >= dim / group (each may be 0 when rows == 1). group divides dim; for a 4-bit
- * dst, dim, group and dst_stride are even. Arithmetic in f32, every step rounded to nearest
- * even:
+ * Strides count elements of their arrays, >= 0; with rows > 1, src_stride, dst_stride >= dim
+ * and scale_stride >= the groups of a row (dim / group, 1 for group 0). group divides dim;
+ * for a 4-bit dst, dim, group and dst_stride are even. Arithmetic in f32, every step rounded
+ * to nearest even:
  *   - zero == NULL (symmetric; I8, I4 and the FP8 types): scale = max|x| / qmax over the group,
  *     qmax = 127 (I8), 7 (I4), 448 (E4M3), 57344 (E5M2); q = x / scale rounded to an integer
  *     (ties to even) and clamped to [-qmax, qmax], or for FP8 the nearest FP8 value of
