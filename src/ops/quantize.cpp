@@ -16,15 +16,21 @@ namespace attn::ops {
 
 namespace {
 
-// x[0 .. n) holds a NaN or an infinity (no early exit: the loop vectorises).
-bool any_not_finite(const float *x, int64_t n) {
-    uint32_t all_ones_exponent = 0;
+// What a scan of x[0 .. n) finds: a NaN or an infinity; a value of magnitude >= 2^127 (only
+// then can max - min of a group overflow). No early exit, so the loop vectorises.
+struct row_flags {
+    bool not_finite, huge;
+};
+row_flags scan_row(const float *x, int64_t n) {
+    uint32_t not_finite = 0, huge = 0;
     for (int64_t c = 0; c < n; ++c) {
         uint32_t u;
         std::memcpy(&u, x + c, sizeof u);
-        all_ones_exponent |= uint32_t((u & 0x7f800000u) == 0x7f800000u);
+        const uint32_t exponent = u & 0x7f800000u;
+        not_finite |= uint32_t(exponent == 0x7f800000u);
+        huge |= uint32_t(exponent >= 0x7f000000u);
     }
-    return all_ones_exponent != 0;
+    return {not_finite != 0, huge != 0};
 }
 
 }  // namespace
@@ -41,10 +47,11 @@ quantize_fault quantize_find_fault(const exec &ex, int64_t rows, int64_t dim, co
         const void *row = static_cast<const char *>(src) + r * src_stride * src_bytes;
         if (kt) kt->convert_array(dim, row, src_type, x.data(), ATTN_DTYPE_F32);
         else ref::convert(dim, row, src_type, x.data(), ATTN_DTYPE_F32);
-        if (any_not_finite(x.data(), dim))
+        const row_flags f = scan_row(x.data(), dim);
+        if (f.not_finite)
             for (int64_t c = 0; c < dim; ++c)
                 if (!std::isfinite(x[size_t(c)])) return {r, c, false};
-        if (!asymmetric) continue;  // only max |x| is used, which is finite
+        if (!asymmetric || !f.huge) continue;  // symmetric: only max |x| is used
         for (int64_t c0 = 0; c0 < dim; c0 += g_len) {
             const auto [lo, hi] = std::minmax_element(x.begin() + c0, x.begin() + c0 + g_len);
             if (!std::isfinite(*hi - *lo)) return {r, c0, true};
