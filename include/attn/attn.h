@@ -180,11 +180,11 @@ attn_status attn_convert(attn_context *ctx, int64_t n, const void *src, attn_dty
  *     zero = qmin - sign(c), q = qmin (exact). A group with max > min whose scale underflows to
  *     0 gets scale 0, zero 0, q = 0.
  * Rejected with ATTN_INVALID_ARGUMENT, nothing written: a NaN or infinity in src (the message
- * names its row and column), a group whose max - min overflows f32 (naming its row), and
- * dst, scale or zero overlapping each other or src. Every path (reference, each ISA, any
- * number of threads) gives the same bits. Elements of dst, scale and zero outside the rows and
- * groups written are never touched (a 4-bit row never touches the other nibble of a byte
- * outside it: rows start on whole bytes). rows == 0 or dim == 0 does nothing. */
+ * names its row and column), with zero points a group whose max - min overflows f32 (naming
+ * its row), and dst, scale or zero overlapping each other or src. Every path (reference, each
+ * ISA, any number of threads) gives the same bits. Elements of dst, scale and zero outside
+ * the rows and groups written are never touched (a 4-bit row never touches the other nibble
+ * of a byte outside it: rows start on whole bytes). rows == 0 or dim == 0 does nothing. */
 attn_status attn_quantize(attn_context *ctx, int64_t rows, int64_t dim,
                           const void *src, attn_dtype src_type, int64_t src_stride,
                           void *dst, attn_dtype dst_type, int64_t dst_stride,
@@ -354,10 +354,11 @@ attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d,
                           const float *q, const float *k, const float *v, float *out);
 
 /* attn_sdpa_f32 with element types: q is an array of d->q_type, k and v of d->kv_type, out
- * of d->out_type (strides in elements of those types). Every type combination is accepted;
- * a type outside the enum is ATTN_INVALID_ARGUMENT naming the field. attn_sdpa_f32 is this
- * call restricted to three F32 types (any other type there: ATTN_INVALID_ARGUMENT naming the
- * field). Numerics with 16-bit inputs: scores are the exact products of the stored values
+ * of d->out_type (strides in elements of those types). Every combination of F32, BF16 and
+ * F16 is accepted (a quantized kv_type: see attn_sdpa_desc; a quantized q_type or out_type is
+ * rejected); a type outside the enum is ATTN_INVALID_ARGUMENT naming the field.
+ * attn_sdpa_f32 is this call restricted to three F32 types (any other type there:
+ * ATTN_INVALID_ARGUMENT naming the field). Numerics with 16-bit inputs: scores are the exact products of the stored values
  * summed in f32; softmax in f32; P may be rounded to bf16 before P V only when V is bf16 or
  * under ATTN_FPMATH_BF16; the output accumulates in f32 and is rounded once to out_type.
  * Against a float64 computation on the same stored inputs the error is at most twice that
