@@ -311,7 +311,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     call c;
     bool ready = false;
     attn_context *const typed_contexts[3] = {ctx.reference, simd.first, simd.second};
-    switch (in.ConsumeIntegralInRange<int>(0, 9)) {
+    switch (in.ConsumeIntegralInRange<int>(0, 10)) {
     case 0: ready = decode_gemm(in, p, src, c); break;
     case 1: ready = decode_softmax(in, p, src, c); break;
     case 2: ready = decode_sdpa(in, p, src, c, false); break;
@@ -321,6 +321,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 6: ready = decode_merge(in, p, src, c); break;
     case 7: fuzz_config(in); break;
     case 8: fuzz_convert(in, src, typed_contexts); break;
+    case 10: fuzz_quantize(in, src, typed_contexts); break;
     default: fuzz_sdpa_typed(in, src, typed_contexts); break;
     }
     if (ready) execute(p, c, ctx.reference, simd.first, simd.second);
