@@ -1,7 +1,6 @@
 // The composed backward of scaled dot-product attention (the SIMD path before the fused one in
-// sdpa_backward.cpp; kept for the benchmark's comparison, reached through
-// ops/backward_switch.hpp, and the path of the score features the fused kernel does not take
-// yet: sliding windows, softcap, ALiBi, sinks), composed from the GEMM
+// sdpa_backward.cpp; kept for comparison only — tests and benchmarks — and reached through
+// ops/backward_switch.hpp), composed from the GEMM
 // (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
 // in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
 //   S   = the scores of kernels/attention_scores.hpp from scale Q_blk K^T (softcap, + mask,
