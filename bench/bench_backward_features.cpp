@@ -38,7 +38,8 @@ void backward(benchmark::State &state, variant which, int64_t heads, int64_t len
     const std::vector<float> q = random_floats(n, 1), k = random_floats(n, 2),
                              v = random_floats(n, 3), dout = random_floats(n, 4);
     std::vector<float> out(n), lse(size_t(heads * len)), dq(n), dk(n), dv(n);
-    std::vector<float> slopes(size_t(heads)), sinks(size_t(heads), 1.0f), dsinks(size_t(heads));
+    const size_t n_heads = static_cast<size_t>(heads);
+    std::vector<float> slopes(n_heads), sinks(n_heads, 1.0f), dsinks(n_heads);
     for (int64_t h = 0; h < heads; ++h) slopes[size_t(h)] = std::exp2(-8.0f * float(h + 1) / float(heads));
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, heads, len, len, dim);

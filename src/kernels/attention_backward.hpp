@@ -185,7 +185,8 @@ void panel_products(const float *a, int64_t lda, const step_ranges &seen, const 
 // Row r of the step (query i) over its columns cols = [lo, hi): S = the score definition on
 // the scaled scores in p_row (softcap, + mask, - ALiBi: attention_score_row.hpp's order and
 // operations, so S has the forward's bits), P (times z) into p_row, dS into ds_row; zeros
-// elsewhere to bk. P = e^(S - m) / l with exp (vec_math.hpp) on the unrounded difference S - m.
+// elsewhere to bk. P = e^(S - m) / l with exp (vec_math.hpp) on the unrounded difference S - m,
+// 0 below 2^-100.
 // Only the vectors from round_down(lo) on are read; lanes outside [lo, hi) are never used.
 template <class Arch>
 void gradient_row(const attention_backward_tile &t, int64_t i, key_range cols, float *p_row,
@@ -198,6 +199,11 @@ void gradient_row(const attention_backward_tile &t, int64_t i, key_range cols, f
     const bool cap = t.softcap > 0.0f;
     const fbatch softcap(t.softcap), one(1.0f);
     const int64_t at = i + t.visibility.offset;  // i', the query on the key axis
+    // P < 2^-100 is taken as 0, i.e. S - m < cut: its products (P dO, dS = P (dP - delta) and
+    // on) would reach subnormal floats, which x86 multiplies ~100x slower (microcode assists;
+    // ALiBi's far keys are full of them), and each is below 2^-76 of the row's largest P
+    // (>= 1/keys) times the same factor: under an f32 rounding of the sums it joins.
+    const fbatch cut(cols.hi > cols.lo ? -69.31f - __builtin_logf(t.row_inv_sum[i]) : 0.0f);
     const int64_t from = cols.hi > cols.lo ? cols.lo / W * W : 0;
     const int64_t to = cols.hi > cols.lo ? cols.hi : 0;
     for (int64_t c = 0; c < from; c += W) {
@@ -224,10 +230,11 @@ void gradient_row(const attention_backward_tile &t, int64_t i, key_range cols, f
             const fbatch distance = xsimd::abs(fbatch(static_cast<float>(at - t.key0 - c)) - index);
             s -= fbatch(*t.alibi_slope) * distance;
         }
-        const fbatch col = fbatch(static_cast<float>(c)) + index;
+        const fbatch col = fbatch(static_cast<float>(c)) + index, x = s - shift;
         const auto live = col >= fbatch(static_cast<float>(cols.lo)) &&
-                          col < fbatch(static_cast<float>(cols.hi));
-        const fbatch p = xsimd::select(live, kernels::exp<Arch>(s - shift) * inv_l, zero);
+                          col < fbatch(static_cast<float>(cols.hi)) &&
+                          (x >= cut || xsimd::isnan(x));  // a NaN score stays NaN
+        const fbatch p = xsimd::select(live, kernels::exp<Arch>(x) * inv_l, zero);
         fbatch dp = fbatch::load_aligned(ds_row + c), pz = p;
         if (t.dropout_keys) {
             const fbatch z = attention_detail::apply_dropout<Arch>(
