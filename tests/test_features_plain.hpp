@@ -26,12 +26,25 @@ struct grads {
     vec<T> dsinks_lse_rounding;
 };
 
+// Roundings of a plain 16-bit backward (null: none): P before O = P V (the forward's, when V is
+// bf16), P before dV = P^T dO, dS before dQ = dS K and before dK = dS^T Q, and the output O as
+// stored before delta = dO . O.
+template <class T>
+struct roundings {
+    T (*p_for_out)(T) = nullptr;
+    T (*p_for_dv)(T) = nullptr;
+    T (*ds_for_dq)(T) = nullptr;
+    T (*ds_for_dk)(T) = nullptr;
+    T (*out_stored)(T) = nullptr;
+};
+
 // Dense BHSD q [B,Hq,Lq,D], k, v [B,Hkv,Lkv,D], dout like q; d.mask dense [B,Hq,Lq,Lkv] when
 // given; sinks one per query head (empty: none). Loss sum(out * dout). Order on a score:
 // scale, softcap, + mask, - ALiBi (slope |i' - j|); then hidden keys drop out.
 template <class T>
 grads<T> plain_backward(const attn_sdpa_desc &d, const vec<T> &q, const vec<T> &k,
-                        const vec<T> &v, const vec<T> &dout, const vec<T> &sinks) {
+                        const vec<T> &v, const vec<T> &dout, const vec<T> &sinks,
+                        const roundings<T> &round = {}) {
     const int64_t Hq = d.heads_q, Hkv = d.heads_kv, Lq = d.len_q, Lk = d.len_kv, D = d.dim_qk;
     const T scale = T(d.scale), cap = T(d.softcap);
     grads<T> r{vec<T>(q.size(), T(0)), vec<T>(q.size(), T(0)), vec<T>(k.size(), T(0)),
@@ -75,18 +88,21 @@ grads<T> plain_backward(const attn_sdpa_desc &d, const vec<T> &q, const vec<T> &
                 T *O = &r.out[size_t(row * D)];
                 for (int64_t j = 0; j < Lk; ++j) {
                     if (!seen[size_t(j)]) continue;
-                    const T p = s[size_t(j)] /= sum;
+                    T p = s[size_t(j)] /= sum;
+                    if (round.p_for_out) p = round.p_for_out(p);
                     for (int64_t c = 0; c < D; ++c) O[c] += p * V[j * D + c];
                 }
                 // D = dO . O (FlashAttention's delta, the API's: sum_j P_j dP_j in exact
                 // arithmetic), from this computation's own output
                 T big_d = T(0);
-                for (int64_t c = 0; c < D; ++c) big_d += G[c] * O[c];
+                for (int64_t c = 0; c < D; ++c)
+                    big_d += G[c] * (round.out_stored ? round.out_stored(O[c]) : O[c]);
                 for (int64_t j = 0; j < Lk; ++j) {
                     if (!seen[size_t(j)]) continue;
                     T dot = T(0);
+                    const T p = round.p_for_dv ? round.p_for_dv(s[size_t(j)]) : s[size_t(j)];
                     for (int64_t c = 0; c < D; ++c) {
-                        dV[j * D + c] += s[size_t(j)] * G[c];
+                        dV[j * D + c] += p * G[c];
                         dot += G[c] * V[j * D + c];
                     }
                     dp[size_t(j)] = dot;
@@ -99,10 +115,12 @@ grads<T> plain_backward(const attn_sdpa_desc &d, const vec<T> &q, const vec<T> &
                 }
                 for (int64_t j = 0; j < Lk; ++j) {
                     if (!seen[size_t(j)]) continue;
-                    const T ds = scale * s[size_t(j)] * (dp[size_t(j)] - big_d) * g[size_t(j)];
+                    const T ds = s[size_t(j)] * (dp[size_t(j)] - big_d) * g[size_t(j)];
+                    const T ds_q = scale * (round.ds_for_dq ? round.ds_for_dq(ds) : ds);
+                    const T ds_k = scale * (round.ds_for_dk ? round.ds_for_dk(ds) : ds);
                     for (int64_t c = 0; c < D; ++c) {
-                        r.dq[size_t(row * D + c)] += ds * K[j * D + c];
-                        dK[j * D + c] += ds * Q[c];
+                        r.dq[size_t(row * D + c)] += ds_q * K[j * D + c];
+                        dK[j * D + c] += ds_k * Q[c];
                     }
                 }
             }
