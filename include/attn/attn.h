@@ -384,6 +384,22 @@ attn_status attn_sdpa_backward_f32(attn_context *ctx, const attn_sdpa_desc *d,
                                    const float *out, const float *dout, const float *lse,
                                    float *dq, float *dk, float *dv);
 
+/* attn_sdpa_backward_f32 with element types: q and dq of d->q_type; k, v, dk and dv of
+ * d->kv_type; out and dout of d->out_type (each F32, BF16 or F16; a type outside the enum is
+ * ATTN_INVALID_ARGUMENT naming its field). lse and d->dsinks stay f32. With three F32 types
+ * it equals attn_sdpa_backward_f32, bitwise. Gradients accumulate in f32 and are rounded
+ * once to their type. P and dS may be rounded to bf16 before a product whose other operand
+ * is stored in bf16 (dV = P^T dO when out_type is BF16; dQ = dS K when kv_type is BF16;
+ * dK = dS^T Q when q_type is BF16) or under ATTN_FPMATH_BF16, never otherwise.
+ * Accuracy: against float64 gradients on the same stored inputs, each gradient's normwise
+ * error is at most twice that of a plain 16-bit backward (the same roundings, products summed
+ * in f32, each gradient rounded once) plus one unit roundoff of the gradient's type. Every
+ * option of attn_sdpa_backward_f32 works in every type. */
+attn_status attn_sdpa_backward(attn_context *ctx, const attn_sdpa_desc *d,
+                               const void *q, const void *k, const void *v,
+                               const void *out, const void *dout, const float *lse,
+                               void *dq, void *dk, void *dv);
+
 /* ------------------------------------------------------------------------- */
 /* Multi-head attention                                                      */
 /* ------------------------------------------------------------------------- */

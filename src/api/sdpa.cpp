@@ -1,5 +1,5 @@
-// attn_sdpa_desc_init, attn_sdpa_f32 and attn_sdpa_backward_f32: argument checks, then the
-// drivers.
+// attn_sdpa_desc_init, attn_sdpa_f32, attn_sdpa, attn_sdpa_backward_f32 and attn_sdpa_backward:
+// argument checks, then the drivers.
 #include <cmath>
 #include <utility>
 
@@ -209,15 +209,15 @@ attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
     return ATTN_OK;
 }
 
-attn_status sdpa_backward(const char *fn, attn_context *ctx, const attn_sdpa_desc *d,
-                          const float *q, const float *k, const float *v, const float *out,
-                          const float *dout, const float *lse, float *dq, float *dk,
-                          float *dv) {
+attn_status sdpa_backward(const char *fn, bool f32_only, attn_context *ctx,
+                          const attn_sdpa_desc *d, const void *q, const void *k, const void *v,
+                          const void *out, const void *dout, const float *lse, void *dq,
+                          void *dk, void *dv) {
     checker chk(fn);
     chk.not_null(d, "desc");
     if (chk.failed()) return chk.status();
     check_desc(chk, *d);
-    require_f32_types(chk, *d);
+    if (f32_only) require_f32_types(chk, *d);
     reject_unbuilt_fields(chk, *d, true);
     if (!chk.failed() && d->block_table)
         chk.fail(ATTN_UNSUPPORTED,
@@ -231,13 +231,21 @@ attn_status sdpa_backward(const char *fn, attn_context *ctx, const attn_sdpa_des
     chk.not_null(dq, "dq");
     chk.not_null(dk, "dk");
     chk.not_null(dv, "dv");
-    tensor_ref t_dout = bhsd_tensor("dout", dout, d->batch, d->heads_q, d->len_q, d->dim_v, d->out);
+    // dout has out's type, dq q's, dk and dv kv's (their elements' sizes)
+    const int64_t q_bytes = int64_t(attn_dtype_size(d->q_type));
+    const int64_t kv_bytes = int64_t(attn_dtype_size(d->kv_type));
+    const int64_t out_bytes = int64_t(attn_dtype_size(d->out_type));
+    tensor_ref t_dout =
+        bhsd_tensor("dout", dout, d->batch, d->heads_q, d->len_q, d->dim_v, d->out, out_bytes);
     tensor_ref t_lse;
     if (lse) t_lse = lse_tensor("lse", lse, *d);
     // The gradients use the layouts of q, k, v, which must therefore be injective.
-    tensor_ref t_dq = bhsd_tensor("dq", dq, d->batch, d->heads_q, d->len_q, d->dim_qk, d->q);
-    tensor_ref t_dk = bhsd_tensor("dk", dk, d->batch, d->heads_kv, d->len_kv, d->dim_qk, d->k);
-    tensor_ref t_dv = bhsd_tensor("dv", dv, d->batch, d->heads_kv, d->len_kv, d->dim_v, d->v);
+    tensor_ref t_dq =
+        bhsd_tensor("dq", dq, d->batch, d->heads_q, d->len_q, d->dim_qk, d->q, q_bytes);
+    tensor_ref t_dk =
+        bhsd_tensor("dk", dk, d->batch, d->heads_kv, d->len_kv, d->dim_qk, d->k, kv_bytes);
+    tensor_ref t_dv =
+        bhsd_tensor("dv", dv, d->batch, d->heads_kv, d->len_kv, d->dim_v, d->v, kv_bytes);
     tensor_ref t_dsinks;
     if (d->dsinks) t_dsinks = vector_tensor("desc->dsinks", d->dsinks, d->heads_q);
     for (tensor_ref *x : {&t_dout, &t_lse, &t_dq, &t_dk, &t_dv, &t_dsinks}) chk.span(*x);
@@ -249,8 +257,8 @@ attn_status sdpa_backward(const char *fn, attn_context *ctx, const attn_sdpa_des
                           &t.alibi_slopes, &t.sinks});
     if (chk.failed()) return chk.status();
 
-    attn::ops::sdpa_backward(exec_for(context_or_default(ctx)), *d, q, k, v, out, dout, lse, dq,
-                             dk, dv);
+    attn::ops::sdpa_backward_typed(exec_for(context_or_default(ctx)), *d, q, k, v, out, dout,
+                                   lse, dq, dk, dv);
     return ATTN_OK;
 }
 
@@ -310,7 +318,16 @@ attn_status attn_sdpa_backward_f32(attn_context *ctx, const attn_sdpa_desc *d, c
                                    float *dv) {
     static const char *const fn = "attn_sdpa_backward_f32";
     return attn::api::guarded(fn, [&] {
-        return attn::api::sdpa_backward(fn, ctx, d, q, k, v, out, dout, lse, dq, dk, dv);
+        return attn::api::sdpa_backward(fn, true, ctx, d, q, k, v, out, dout, lse, dq, dk, dv);
+    });
+}
+
+attn_status attn_sdpa_backward(attn_context *ctx, const attn_sdpa_desc *d, const void *q,
+                               const void *k, const void *v, const void *out, const void *dout,
+                               const float *lse, void *dq, void *dk, void *dv) {
+    static const char *const fn = "attn_sdpa_backward";
+    return attn::api::guarded(fn, [&] {
+        return attn::api::sdpa_backward(fn, false, ctx, d, q, k, v, out, dout, lse, dq, dk, dv);
     });
 }
 

@@ -102,11 +102,14 @@ struct attention_tile {
 
 // The fused backward (attention_backward.hpp): one key tile of one (batch, kv head) against the
 // query rows [row_begin, row_end) of one query head; query row i is row i of q, dout, dq and of
-// the per-row statistics (all relative to the head). With qs = scale Q,
-//   S = qs K^T + mask, P = e^(S - m_i) inv_l_i, dP = (dO V^T) z, dS = P (dP - delta_i),
+// the per-row statistics (all relative to the head). With qs = scale Q and the scores of
+// attention_scores.hpp (softcap, + mask, - ALiBi) on the scaled scores qs K^T,
+//   S = score(qs K^T), P = e^(S - m_i) inv_l_i, dP = (dO V^T) z, dS = P (dP - delta_i) g,
+//   g = d S / d (scaled score) (1 - tanh^2 with softcap, else 1),
 //   dV += (P z)^T dO,  dK += dS^T qs,  dq += dS K  (dq is unscaled: the caller multiplies by
 //   scale once after the last key tile).
-// Key j of the tile is visible to query i when j <= i + causal_offset (and j < key0 + keys).
+// Key key0 + c of the tile is visible to query i when it lies in visibility.row(i) (and
+// c < keys); a hidden key is never read for that row.
 struct attention_backward_tile {
     int64_t dim_qk, dim_v;
     float scale;
@@ -123,7 +126,9 @@ struct attention_backward_tile {
     int64_t dq_ld;
     const float *row_max, *row_inv_sum, *row_delta;  // m_i (-inf: no gradient), 1/l_i, delta_i
     int64_t row_begin, row_end;
-    int64_t causal_offset;
+    key_visibility visibility;  // the window, causal limit and kv_len of the (batch, head)
+    float softcap;              // 0 = off
+    const float *alibi_slope;   // the query head's ALiBi slope; null = none
     const float *mask;      // row i at mask + i * mask_ld, key key0 + c at [key0 + c]
     int64_t mask_ld;
     const uint32_t *dropout_keys;  // per query row; null: no dropout

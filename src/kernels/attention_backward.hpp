@@ -3,15 +3,20 @@
 // One call handles one key tile (at most bk keys) of one (batch, kv head) against the query
 // rows of one query head, in steps of br rows. Per step, with qs = scale Q (the forward's
 // operand, so S has the forward's bits) and the row statistics m, 1/l of the forward:
-//   S   = qs K^T (+ mask)                 score_block on K packed in panels, as the forward
+//   S   = qs K^T                          score_block on K packed in panels, as the forward
+//   S   = softcap, + mask, - ALiBi        the score definition of attention_scores.hpp, in the
+//                                         forward's vector form (the same bits as its S)
 //   dP  = dO V^T                          the same micro-kernel on V packed in panels
 //   P   = e^(S - m) / l                   0 for hidden keys and rows without gradient
-//   dS  = P (dP z - delta)                delta = rowsum(dO o O) = sum_j P_j z_j dP_j
+//   dS  = P (dP z - delta) g              delta = rowsum(dO o O) = sum_j P_j z_j dP_j,
+//                                         g = 1 - tanh^2 (softcap), else 1
 //   dV += (P z)^T dO,  dK += dS^T qs      register blocks over keys x dim, queries summed
 //   dq += dS K                            register blocks over queries x dim, keys summed
 // Only the br x bk tiles of S and dP are stored; dK, dV of the key tile stay in the scratch
-// (L1/L2) while the query rows stream past. Near the causal diagonal every product is cut per
-// row (query or key) so that a key hidden from a query row is never read for it.
+// (L1/L2) while the query rows stream past. A (row block, K panel) pair hidden from every row
+// of the block (window, causal limit) is not computed, and every product is cut per row (query
+// or key, attention_backward_ranges.hpp) so that a key hidden from a query row is never read
+// for it.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +27,12 @@
 #include "kernels/attention.hpp"
 #include "kernels/kv_rows.hpp"
 #include "kernels/attention_args.hpp"
+#include "kernels/attention_backward_ranges.hpp"
 #include "kernels/attention_micro.hpp"
+#include "kernels/attention_score_row.hpp"
 #include "kernels/vec_math.hpp"
 
 namespace attn::kernels {
-
-// Keys per tile (a multiple of every ISA's K panel) and query rows per step.
-inline constexpr int64_t backward_bk = 128;
-inline constexpr int64_t backward_br = 72;
 
 namespace backward_detail {
 using attention_detail::lanes;
@@ -156,71 +159,95 @@ void copy_rows_out(const float *src, int64_t pad, int64_t rows, int64_t dim, flo
     }
 }
 
-// S-like tile s[rows x bk] = a[rows x dim] panels^T for whole panels (the forward's kernel).
+// S-like tile s[rows x bk] = a[rows x dim] panels^T for whole panels (the forward's kernel),
+// except (row block, panel) pairs hidden from every row of the block, and key vectors past the
+// block's last row's limit: those scores are never read.
 template <class Arch>
-void panel_products(const float *a, int64_t lda, int64_t rows, const float *panels, int64_t dim,
-                    int64_t n_panels, float *s, float *score_max) {
+void panel_products(const float *a, int64_t lda, const step_ranges &seen, const float *panels,
+                    int64_t dim, int64_t n_panels, float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
     constexpr int nr = panel_keys<Arch>;
     constexpr int W = lanes<Arch>;
     const xsimd::batch<float, Arch> neg_inf(-std::numeric_limits<float>::infinity());
-    for (int64_t r = 0; r < rows; ++r) neg_inf.store_aligned(score_max + r * W);
+    for (int64_t r = 0; r < seen.rows; ++r) neg_inf.store_aligned(score_max + r * W);
     for (int64_t p = 0; p < n_panels; ++p)
-        for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
-            const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
+        for (int64_t r0 = 0; r0 < seen.rows; r0 += blk::mr_s) {
+            const int rr = static_cast<int>(seen.rows - r0 < blk::mr_s ? seen.rows - r0 : blk::mr_s);
+            const int64_t lo = seen.row_lo[r0], hi = seen.row_hi[r0 + rr - 1], c0 = p * nr;
+            if (c0 >= hi || c0 + nr <= lo) continue;
+            const int vectors = hi - c0 >= nr ? nr / W : static_cast<int>((hi - c0 + W - 1) / W);
             attention_detail::score_block_rows<Arch, blk::mr_s>(
-                rr, blk::nr_vectors, a + r0 * lda, lda, panels + p * nr * dim, dim,
-                s + r0 * backward_bk + p * nr, backward_bk, score_max + r0 * W);
+                rr, vectors, a + r0 * lda, lda, panels + p * nr * dim, dim,
+                s + r0 * backward_bk + c0, backward_bk, score_max + r0 * W);
         }
 }
 
-// Query row r (absolute i) sees tile keys c < visible(r); non-decreasing in r.
-inline int64_t visible_keys(const attention_backward_tile &t, int64_t i) {
-    int64_t n = i + t.causal_offset + 1 - t.key0;
-    if (n > t.keys) n = t.keys;
-    return n < 0 ? 0 : n;
-}
-
-// Tile key c is seen by the step's query rows r >= first_row(c) (r < rows).
-inline int64_t first_row(const attention_backward_tile &t, int64_t i0, int64_t rows, int64_t c) {
-    int64_t r = t.key0 + c - t.causal_offset - i0;
-    if (r > rows) r = rows;
-    return r < 0 ? 0 : r;
-}
-
-// Row r of the step: P (times z) into p_row, dS into ds_row, for tile keys c < visible; zeros
-// to bk. P = e^(S - m) / l with exp (vec_math.hpp) on the unrounded difference S - m.
+// Row r of the step (query i) over its columns cols = [lo, hi): S = the score definition on
+// the scaled scores in p_row (softcap, + mask, - ALiBi: attention_score_row.hpp's order and
+// operations, so S has the forward's bits), P (times z) into p_row, dS into ds_row; zeros
+// elsewhere to bk. P = e^(S - m) / l with exp (vec_math.hpp) on the unrounded difference S - m,
+// 0 below 2^-100.
+// Only the vectors from round_down(lo) on are read; lanes outside [lo, hi) are never used.
 template <class Arch>
-void gradient_row(const attention_backward_tile &t, int64_t i, int64_t visible, float *p_row,
+void gradient_row(const attention_backward_tile &t, int64_t i, key_range cols, float *p_row,
                   float *ds_row) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
-    const float m = t.row_max[i];
-    const fbatch shift(m), inv_l(t.row_inv_sum[i]), delta(t.row_delta[i]), zero(0.0f);
+    const fbatch shift(t.row_max[i]), inv_l(t.row_inv_sum[i]), delta(t.row_delta[i]), zero(0.0f);
     const fbatch index = attention_detail::lane_index<Arch>();
     const float *mask_row = t.mask ? t.mask + i * t.mask_ld + t.key0 : nullptr;
-    int64_t c = 0;
-    for (; c < visible; c += W) {
-        fbatch s = fbatch::load_aligned(p_row + c);
-        const auto live = index < fbatch(static_cast<float>(visible - c));
-        if (mask_row) {
-            alignas(64) float part[W] = {};
-            for (int64_t x = 0; x < W && c + x < visible; ++x) part[x] = mask_row[c + x];
-            s += fbatch::load_aligned(part);
+    const bool cap = t.softcap > 0.0f;
+    const fbatch softcap(t.softcap), one(1.0f);
+    const int64_t at = i + t.visibility.offset;  // i', the query on the key axis
+    // P < 2^-100 is taken as 0, i.e. S - m < cut: its products (P dO, dS = P (dP - delta) and
+    // on) would reach subnormal floats, which x86 multiplies ~100x slower (microcode assists;
+    // ALiBi's far keys are full of them), and each is below 2^-76 of the row's largest P
+    // (>= 1/keys) times the same factor: under an f32 rounding of the sums it joins.
+    const fbatch cut(cols.hi > cols.lo ? -69.31f - __builtin_logf(t.row_inv_sum[i]) : 0.0f);
+    const int64_t from = cols.hi > cols.lo ? cols.lo / W * W : 0;
+    const int64_t to = cols.hi > cols.lo ? cols.hi : 0;
+    for (int64_t c = 0; c < from; c += W) {
+        zero.store_aligned(p_row + c);
+        zero.store_aligned(ds_row + c);
+    }
+    for (int64_t c = from; c < to; c += W) {
+        fbatch s = fbatch::load_aligned(p_row + c), g = one;
+        if (cap) {
+            const fbatch th = kernels::tanh<Arch>(s / softcap);
+            s = softcap * th;
+            g = one - th * th;
         }
-        const fbatch p = xsimd::select(live, kernels::exp<Arch>(s - shift) * inv_l, zero);
+        if (mask_row) {
+            if (c + W <= to) {
+                s += fbatch::load_unaligned(mask_row + c);
+            } else {
+                alignas(64) float part[W] = {};
+                for (int64_t x = 0; x < to - c; ++x) part[x] = mask_row[c + x];
+                s += fbatch::load_aligned(part);
+            }
+        }
+        if (t.alibi_slope) {  // |i' - j| for j = key0 + c + lane, as the forward forms it
+            const fbatch distance = xsimd::abs(fbatch(static_cast<float>(at - t.key0 - c)) - index);
+            s -= fbatch(*t.alibi_slope) * distance;
+        }
+        const fbatch col = fbatch(static_cast<float>(c)) + index, x = s - shift;
+        const auto live = col >= fbatch(static_cast<float>(cols.lo)) &&
+                          col < fbatch(static_cast<float>(cols.hi)) &&
+                          (x >= cut || xsimd::isnan(x));  // a NaN score stays NaN
+        const fbatch p = xsimd::select(live, kernels::exp<Arch>(x) * inv_l, zero);
         fbatch dp = fbatch::load_aligned(ds_row + c), pz = p;
         if (t.dropout_keys) {
             const fbatch z = attention_detail::apply_dropout<Arch>(
-                fbatch(1.0f), t.dropout_keys[i], t.key0 + c, t.dropout_threshold,
-                t.dropout_keep);
+                one, t.dropout_keys[i], t.key0 + c, t.dropout_threshold, t.dropout_keep);
             dp *= z;
             pz *= z;
         }
-        xsimd::select(live, p * (dp - delta), zero).store_aligned(ds_row + c);
+        fbatch ds = p * (dp - delta);
+        if (cap) ds *= g;
+        xsimd::select(live, ds, zero).store_aligned(ds_row + c);
         pz.store_aligned(p_row + c);
     }
-    for (; c < backward_bk; c += W) {
+    for (int64_t c = attention_detail::round_up(to, W); c < backward_bk; c += W) {
         zero.store_aligned(p_row + c);
         zero.store_aligned(ds_row + c);
     }
@@ -249,28 +276,54 @@ void load_key_tile(const attention_backward_tile &t, const scratch_layout<Arch> 
 }
 
 // acc[keys x dim] += A^T b over the step's rows, A = a[rows x bk] (P z or dS), b the step's
-// rows (dO or qs); key c sums the rows r >= first_row(c) only.
+// rows (dO or qs); key c sums only the rows that see it (seen.key(c)).
 template <class Arch>
-void key_products(const attention_backward_tile &t, int64_t i0, int64_t rows, const float *a,
-                  const float *b, int64_t ldb, int64_t dim_pad, float *acc) {
+void key_products(const step_ranges &seen, int64_t keys, const float *a, const float *b,
+                  int64_t ldb, int64_t dim_pad, float *acc) {
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
     const int64_t vectors = dim_pad / W;
     for (int64_t v0 = 0; v0 < vectors; v0 += blk::nv) {
         const int nvec = static_cast<int>(vectors - v0 < blk::nv ? vectors - v0 : blk::nv);
-        for (int64_t c0 = 0; c0 < t.keys; c0 += blk::mr_o) {
-            const int cc = static_cast<int>(t.keys - c0 < blk::mr_o ? t.keys - c0 : blk::mr_o);
-            // rows every key of the block sees, then each earlier key's few further rows
-            const int64_t shared = first_row(t, i0, rows, c0 + cc - 1);
-            acc_block_any<Arch, blk::mr_o>(cc, nvec, a + shared * backward_bk + c0, 1,
-                                           backward_bk, rows - shared, b + shared * ldb + v0 * W,
-                                           ldb, acc + c0 * dim_pad + v0 * W, dim_pad);
-            for (int64_t c = c0; c < c0 + cc - 1; ++c) {
-                const int64_t from = first_row(t, i0, rows, c);
-                acc_block_any<Arch, 1>(1, nvec, a + from * backward_bk + c, 1, backward_bk,
-                                       shared - from, b + from * ldb + v0 * W, ldb,
-                                       acc + c * dim_pad + v0 * W, dim_pad);
-            }
+        for (int64_t c0 = 0; c0 < keys; c0 += blk::mr_o) {
+            const int cc = static_cast<int>(keys - c0 < blk::mr_o ? keys - c0 : blk::mr_o);
+            // rows every key of the block sees, then each key's further rows
+            const key_range shared = seen.shared_by_keys(c0, c0 + cc);
+            acc_block_any<Arch, blk::mr_o>(cc, nvec, a + shared.lo * backward_bk + c0, 1,
+                                           backward_bk, shared.hi - shared.lo,
+                                           b + shared.lo * ldb + v0 * W, ldb,
+                                           acc + c0 * dim_pad + v0 * W, dim_pad);
+            for (int64_t c = c0; c < c0 + cc; ++c)
+                for (const key_range &part : range_parts(seen.key(c), shared).part)
+                    acc_block_any<Arch, 1>(1, nvec, a + part.lo * backward_bk + c, 1, backward_bk,
+                                           part.hi - part.lo, b + part.lo * ldb + v0 * W, ldb,
+                                           acc + c * dim_pad + v0 * W, dim_pad);
+        }
+    }
+}
+
+// dq[rows x dim] += dS K over the tile's keys; row r sums only the keys it sees (seen.row(r)).
+template <class Arch>
+void query_products(const step_ranges &seen, const float *ds, const float *k_rows,
+                    int64_t dim_pad, float *dqs) {
+    using blk = attention_blocking<Arch>;
+    constexpr int W = lanes<Arch>;
+    const int64_t vectors = dim_pad / W;
+    for (int64_t v0 = 0; v0 < vectors; v0 += blk::nv) {
+        const int nvec = static_cast<int>(vectors - v0 < blk::nv ? vectors - v0 : blk::nv);
+        for (int64_t r0 = 0; r0 < seen.rows; r0 += blk::mr_o) {
+            const int rr = static_cast<int>(seen.rows - r0 < blk::mr_o ? seen.rows - r0 : blk::mr_o);
+            // keys every row of the block sees, then each row's further keys
+            const key_range shared = seen.shared_by_rows(r0, r0 + rr);
+            acc_block_any<Arch, blk::mr_o>(rr, nvec, ds + r0 * backward_bk + shared.lo,
+                                           backward_bk, 1, shared.hi - shared.lo,
+                                           k_rows + shared.lo * dim_pad + v0 * W, dim_pad,
+                                           dqs + r0 * dim_pad + v0 * W, dim_pad);
+            for (int64_t r = r0; r < r0 + rr; ++r)
+                for (const key_range &part : range_parts(seen.row(r), shared).part)
+                    acc_block_any<Arch, 1>(1, nvec, ds + r * backward_bk + part.lo, backward_bk, 1,
+                                           part.hi - part.lo, k_rows + part.lo * dim_pad + v0 * W,
+                                           dim_pad, dqs + r * dim_pad + v0 * W, dim_pad);
         }
     }
 }
@@ -285,8 +338,6 @@ int64_t attention_backward_scratch_floats(int64_t dim_qk, int64_t dim_v) {
 template <class Arch>
 void attention_backward_tile(const attention_backward_tile &t) {
     using namespace backward_detail;
-    using blk = attention_blocking<Arch>;
-    constexpr int W = lanes<Arch>;
     constexpr int nr = panel_keys<Arch>;
     const float neg_inf = -std::numeric_limits<float>::infinity();
     const scratch_layout<Arch> at(t.dim_qk, t.dim_v);
@@ -308,40 +359,24 @@ void attention_backward_tile(const attention_backward_tile &t) {
                 for (int64_t c = 0; c < at.dk_pad; ++c) qs[r * at.dk_pad + c] = 0.0f;
             }
 
-        // S = qs K^T and dP = dO V^T for the step
-        panel_products<Arch>(qs, at.dk_pad, rows, t.scratch + at.k_panels, t.dim_qk, n_panels, p,
+        // S = qs K^T and dP = dO V^T for the step, where some row of a block sees a key
+        const step_ranges seen(t, i0, rows);
+        panel_products<Arch>(qs, at.dk_pad, seen, t.scratch + at.k_panels, t.dim_qk, n_panels, p,
                              t.scratch + at.score_max);
-        panel_products<Arch>(dos, at.dv_pad, rows, t.scratch + at.v_panels, t.dim_v, n_panels, ds,
+        panel_products<Arch>(dos, at.dv_pad, seen, t.scratch + at.v_panels, t.dim_v, n_panels, ds,
                              t.scratch + at.score_max);
         for (int64_t r = 0; r < rows; ++r) {
-            const int64_t i = i0 + r;
-            const int64_t visible = t.row_max[i] == neg_inf ? 0 : visible_keys(t, i);
-            gradient_row<Arch>(t, i, visible, p + r * backward_bk, ds + r * backward_bk);
+            const bool none = t.row_max[i0 + r] == neg_inf;
+            gradient_row<Arch>(t, i0 + r, none ? key_range{0, 0} : seen.row(r),
+                               p + r * backward_bk, ds + r * backward_bk);
         }
 
         // dV += (P z)^T dO and dK += dS^T qs, key by key over the rows that see it
-        key_products<Arch>(t, i0, rows, p, dos, at.dv_pad, at.dv_pad, t.scratch + at.dv_acc);
-        key_products<Arch>(t, i0, rows, ds, qs, at.dk_pad, at.dk_pad, t.scratch + at.dk_acc);
+        key_products<Arch>(seen, t.keys, p, dos, at.dv_pad, at.dv_pad, t.scratch + at.dv_acc);
+        key_products<Arch>(seen, t.keys, ds, qs, at.dk_pad, at.dk_pad, t.scratch + at.dk_acc);
 
-        // dq += dS K: the keys every row of a block sees, then each row's further keys
-        const int64_t vectors = at.dk_pad / W;
-        const float *k_rows = t.scratch + at.k_rows;
-        for (int64_t v0 = 0; v0 < vectors; v0 += blk::nv) {
-            const int nvec = static_cast<int>(vectors - v0 < blk::nv ? vectors - v0 : blk::nv);
-            for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_o) {
-                const int rr = static_cast<int>(rows - r0 < blk::mr_o ? rows - r0 : blk::mr_o);
-                const int64_t shared = visible_keys(t, i0 + r0);
-                acc_block_any<Arch, blk::mr_o>(rr, nvec, ds + r0 * backward_bk, backward_bk, 1,
-                                               shared, k_rows + v0 * W, at.dk_pad,
-                                               dqs + r0 * at.dk_pad + v0 * W, at.dk_pad);
-                for (int64_t r = r0 + 1; r < r0 + rr; ++r) {
-                    const int64_t more = visible_keys(t, i0 + r) - shared;
-                    acc_block_any<Arch, 1>(1, nvec, ds + r * backward_bk + shared, backward_bk, 1,
-                                           more, k_rows + shared * at.dk_pad + v0 * W, at.dk_pad,
-                                           dqs + r * at.dk_pad + v0 * W, at.dk_pad);
-                }
-            }
-        }
+        // dq += dS K, row by row over the keys it sees
+        query_products<Arch>(seen, ds, t.scratch + at.k_rows, at.dk_pad, dqs);
         copy_rows_out<Arch>(dqs, at.dk_pad, rows, t.dim_qk, t.dq + i0 * t.dq_ld, t.dq_ld);
     }
 

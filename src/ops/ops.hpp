@@ -65,6 +65,12 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                    const float *v, const float *out, const float *dout, const float *lse,
                    float *dq, float *dk, float *dv, const row_stats *stats = nullptr);
 
+// The backward with element types (sdpa_backward_typed.cpp): q, dq of d.q_type; k, v, dk, dv
+// of d.kv_type; out, dout of d.out_type. Three F32 types: sdpa_backward itself.
+void sdpa_backward_typed(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
+                         const void *v, const void *out, const void *dout, const float *lse,
+                         void *dq, void *dk, void *dv);
+
 // The composed backward (GEMM, exp, GEMM), for comparison (ops/backward_switch.hpp).
 void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float *q,
                             const float *k, const float *v, const float *out, const float *dout,

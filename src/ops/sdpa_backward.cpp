@@ -1,18 +1,24 @@
 // The fused backward of scaled dot-product attention on the SIMD path (FlashAttention-2's
-// algorithm; the tile kernel is kernels/attention_backward.hpp).
+// algorithm; the tile kernel is kernels/attention_backward.hpp), for every score feature: the
+// scores and the keys each query row sees come from the one definition the forward follows
+// (kernels/attention_scores.hpp through ops/sdpa_masking.hpp).
 //   1. per query row: the forward's statistics m, 1/l (given, from lse, or recomputed by the
-//      forward kernel with its output discarded), delta = rowsum(dO o O), the dropout key;
+//      forward kernel with its output discarded; with a sink, l includes it), delta =
+//      rowsum(dO o O), the dropout key, and the sink's gradient -e^(sink - m) / l delta;
 //   2. tasks over (batch, kv head, key chunk): each key tile of the chunk keeps its dK, dV in
-//      the scratch while the query rows of every query head of the group stream past, in head
-//      order (GQA sums in a fixed order), and writes them once; dS K is accumulated into the
-//      chunk's dQ (chunk 0: dq itself; others: dense partials), key tile after key tile;
-//   3. dq = scale (dq + partial_1 + ... ), in chunk order; rows without gradient are zeros.
+//      the scratch while the query rows that see any of its keys (window, causal limit,
+//      kv_len) of every query head of the group stream past, in head order (GQA sums in a
+//      fixed order), and writes them once; dS K is accumulated into the chunk's dQ (chunk 0:
+//      dq itself; others: dense partials), key tile after key tile;
+//   3. dq = scale (dq + partial_1 + ... ), in chunk order; rows without gradient are zeros;
+//      dsinks[h] = the rows' sink gradients summed over (batch, row) in order, in double.
 // The chunks depend on the shape only, and every sum has a fixed order: the gradients are the
 // same bits for every thread count. S and dP exist only as br x bk tiles: memory beyond the
 // inputs and outputs is O(rows) plus the partials, which are capped (none when the heads alone
 // give enough tasks). Every buffer is allocated before an output is written.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -47,15 +53,198 @@ std::atomic<int> &composed_flag() {
     return flag;
 }
 
-// The score features the fused kernel does not take yet (sliding windows, softcap, ALiBi,
-// sinks, per-sequence causal alignment) go through the composed backward, which follows the
-// one score definition (kernels/attention_scores.hpp).
-// The causal limit of the alignments the fused kernel takes: keys j <= i + offset.
-int64_t causal_offset(const attn_sdpa_desc &d) { return is_causal(d) ? query_offset(d, 0) : no_causal; }
+// The query rows [begin, end) of a head that see any of the keys [key0, key_end): a row's
+// visible keys move right with the row, so they are found by two binary searches.
+struct row_span {
+    int64_t begin, end;
+};
+row_span rows_seeing(const kernels::key_visibility &seen, int64_t len_q, int64_t key0,
+                     int64_t key_end) {
+    auto first_row = [&](auto past) {  // the first row for which past(row) holds, or len_q
+        int64_t lo = 0, hi = len_q;
+        while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (past(seen.row(mid))) hi = mid;
+            else lo = mid + 1;
+        }
+        return lo;
+    };
+    const int64_t begin = first_row([&](kernels::key_range r) { return r.hi > key0; });
+    const int64_t end = first_row([&](kernels::key_range r) { return r.lo >= key_end; });
+    return {begin, end > begin ? end : begin};
+}
 
-bool needs_composed(const attn_sdpa_desc &d) {
-    return d.window_left >= 0 || d.window_right >= 0 || d.softcap > 0.0f || d.alibi_slopes ||
-           d.sinks || d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
+// What step 1 leaves for steps 2 and 3, per query row (dense [b, h, i]).
+struct row_terms {
+    std::vector<float> max, inv_sum, delta;
+    std::vector<double> dsink;  // in double: the sum over rows cancels (delta has either sign)
+    std::vector<uint32_t> dropout_keys;
+};
+
+// m and l of every row by the forward kernel, a query tile per task, its output and lse into
+// per-worker scratch and discarded.
+void recompute_statistics(const exec &ex, const kernels::kernel_table &kt,
+                          const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
+                          float *row_max, float *row_sum) {
+    const int slots = worker_slots(ex);
+    const int64_t br = kt.attention_br, bc = kt.attention_bc, group = d.heads_q / d.heads_kv;
+    const int64_t tile_floats = ceil_div(kt.attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
+    aligned_floats scratch(size_t(tile_floats * slots));
+    std::vector<float> out(size_t(slots * br * d.dim_v)), lse(size_t(slots * br));
+    const int64_t q_tiles = ceil_div(d.len_q, br);
+    parallel_tasks(ex, d.batch * d.heads_q * q_tiles, [&](int64_t task) {
+        const int64_t bh = task / q_tiles, i0 = (task % q_tiles) * br;
+        const int64_t b = bh / d.heads_q, h = bh % d.heads_q, hk = h / group;
+        const int s = worker_slot(ex);
+        kernels::attention_tile t{};
+        t.rows = std::min(br, d.len_q - i0);
+        t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
+        t.q_type = t.out_type = ATTN_DTYPE_F32;
+        t.q_ld = d.q.seq;
+        t.dim_qk = d.dim_qk;
+        t.dim_v = d.dim_v;
+        t.scale = d.scale;
+        t.k = k_rows_for(d, k, b, hk);
+        t.len_kv = keys_in_batch(d, b);
+        t.v = v_rows_for(d, v, b, hk);
+        // the keys the forward visits for this tile, as ops::sdpa does
+        t.visibility = visibility_for(d, b);
+        const kernels::key_range first = t.visibility.row(i0);
+        const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
+        t.key_begin = first.lo / bc * bc;
+        t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
+        t.first_row = i0;
+        t.softcap = d.softcap;
+        t.alibi_slopes = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
+        t.sinks = d.sinks ? d.sinks + h : nullptr;
+        if (d.mask) {
+            t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
+                     i0 * d.mask_strides.seq;
+            t.mask_ld = d.mask_strides.seq;
+        }
+        t.scratch = scratch.get() + s * tile_floats;
+        t.out = out.data() + s * br * d.dim_v;
+        t.out_ld = d.dim_v;
+        t.lse = lse.data() + s * br;
+        t.row_max = row_max + bh * d.len_q + i0;
+        t.row_sum = row_sum + bh * d.len_q + i0;
+        kt.attention_forward_tile(t);
+    });
+}
+
+// Step 1: m, 1/l, delta, the dropout key and the sink's gradient of every row.
+void row_statistics(const exec &ex, const attn_sdpa_desc &d, const float *out, const float *dout,
+                    const float *lse, const row_stats *stats, const float *fwd_sum,
+                    row_terms &rows) {
+    const int64_t rows_total = d.batch * d.heads_q * d.len_q;
+    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+            const int64_t i = row % d.len_q, bh = row / d.len_q;
+            const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
+            float m, l;
+            if (stats) m = stats->max[row], l = stats->sum[row];
+            else if (lse) m = lse[row], l = 1.0f;
+            else m = rows.max[size_t(row)], l = fwd_sum[row];
+            if (l == 0.0f) m = neg_inf;
+            rows.max[size_t(row)] = m;
+            rows.inv_sum[size_t(row)] = 1.0f / l;
+            // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
+            const float *o = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
+            const float *g = dout + b * d.out.batch + h * d.out.head + i * d.out.seq;
+            float delta = 0.0f;
+            if (m != neg_inf)
+                for (int64_t c = 0; c < d.dim_v; ++c) delta += g[c] * o[c];
+            rows.delta[size_t(row)] = delta;
+            if (!rows.dropout_keys.empty())
+                rows.dropout_keys[size_t(row)] = dropout::row_key(d.dropout_seed, b, h, i);
+            // the sink takes part in the softmax with no value: d loss / d sink = -P_sink delta
+            if (!rows.dsink.empty()) {
+                const float sink = sink_for(d, h);
+                rows.dsink[size_t(row)] =
+                    m == neg_inf || sink == neg_inf
+                        ? 0.0
+                        : -(std::exp(double(sink) - double(m)) / double(l)) * double(delta);
+            }
+        }
+    });
+}
+
+// Step 2's tasks: chunk `chunk` of the key tiles of (batch, kv head) `head`.
+struct key_chunks {
+    const attn_sdpa_desc &d;
+    const kernels::kernel_table &kt;
+    const float *q, *k, *v, *dout;
+    float *dq, *dk, *dv;
+    const row_terms *rows;
+    float *partials;  // dQ of chunks 1.. (dense [b, h, i, c])
+    int64_t chunks, chunk_tiles, key_tiles, dq_floats;
+};
+
+void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *scratch) {
+    const attn_sdpa_desc &d = plan.d;
+    const int64_t bk = plan.kt.attention_backward_bk, group = d.heads_q / d.heads_kv;
+    const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
+    const int64_t keys_b = keys_in_batch(d, b);
+    const bool dropout = d.dropout_p > 0.0f;
+    kernels::attention_backward_tile t{};
+    t.dim_qk = d.dim_qk;
+    t.dim_v = d.dim_v;
+    t.scale = d.scale;
+    t.k_ld = d.k.seq;
+    t.v_ld = d.v.seq;
+    t.dk_ld = d.k.seq;
+    t.dv_ld = d.v.seq;
+    t.q_ld = d.q.seq;
+    t.dout_ld = d.out.seq;
+    t.visibility = visibility_for(d, b);
+    t.softcap = d.softcap;
+    t.mask_ld = d.mask_strides.seq;
+    t.dropout_threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
+    t.dropout_keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
+    t.scratch = scratch;
+    const int64_t tile_end = std::min(plan.key_tiles, (chunk + 1) * plan.chunk_tiles);
+    for (int64_t kt_i = chunk * plan.chunk_tiles; kt_i < tile_end; ++kt_i) {
+        const int64_t key0 = kt_i * bk;
+        const int64_t tile_keys = std::min(bk, d.len_kv - key0);
+        t.key0 = key0;
+        t.keys = std::max<int64_t>(0, std::min(tile_keys, keys_b - key0));
+        t.k = plan.k + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
+        t.v = plan.v + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
+        t.dk = plan.dk + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
+        t.dv = plan.dv + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
+        // keys past the batch's length get no gradient; nor do keys no query row sees
+        const row_span seen = rows_seeing(t.visibility, d.len_q, key0, key0 + t.keys);
+        if (seen.end == seen.begin) t.keys = 0;
+        for (int64_t c = t.keys; c < tile_keys; ++c) {
+            std::memset(t.dk + c * d.k.seq, 0, sizeof(float) * size_t(d.dim_qk));
+            std::memset(t.dv + c * d.v.seq, 0, sizeof(float) * size_t(d.dim_v));
+        }
+        if (t.keys == 0) continue;
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+            const int64_t bh = b * d.heads_q + h;
+            t.first_head = h == hk * group;
+            t.last_head = h == (hk + 1) * group - 1;
+            t.q = plan.q + b * d.q.batch + h * d.q.head;
+            t.dout = plan.dout + b * d.out.batch + h * d.out.head;
+            if (chunk == 0) {
+                t.dq = plan.dq + b * d.q.batch + h * d.q.head;
+                t.dq_ld = d.q.seq;
+            } else {
+                t.dq = plan.partials + (chunk - 1) * plan.dq_floats + bh * d.len_q * d.dim_qk;
+                t.dq_ld = d.dim_qk;
+            }
+            t.row_max = plan.rows->max.data() + bh * d.len_q;
+            t.row_inv_sum = plan.rows->inv_sum.data() + bh * d.len_q;
+            t.row_delta = plan.rows->delta.data() + bh * d.len_q;
+            t.dropout_keys = dropout ? plan.rows->dropout_keys.data() + bh * d.len_q : nullptr;
+            t.mask = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head
+                            : nullptr;
+            t.alibi_slope = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
+            t.row_begin = seen.begin;
+            t.row_end = seen.end;
+            plan.kt.attention_backward_tile(t);
+        }
+    }
 }
 
 }  // namespace
@@ -71,13 +260,11 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
-    if (backward_composed() || needs_composed(d)) {
+    if (backward_composed()) {
         sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
     const int64_t bk = kt->attention_backward_bk;
-    const int64_t group = d.heads_q / d.heads_kv;
-    const int64_t offset = causal_offset(d);
     const bool dropout = d.dropout_p > 0.0f;
     const int64_t rows_total = d.batch * d.heads_q * d.len_q;
     const int64_t key_tiles = ceil_div(d.len_kv, bk);
@@ -90,79 +277,23 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
     chunks = ceil_div(key_tiles, chunk_tiles);
 
     // ---- scratch, all before any output is written ----
-    const int slots = worker_slots(ex);
     const int64_t slot_floats =
         ceil_div(kt->attention_backward_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
-    aligned_floats scratch(size_t(slot_floats * slots));
+    aligned_floats scratch(size_t(slot_floats * worker_slots(ex)));
     const size_t n_rows = static_cast<size_t>(rows_total);
-    std::vector<float> row_max(n_rows), row_inv(n_rows), row_delta(n_rows);
-    std::vector<uint32_t> row_keys(dropout ? size_t(rows_total) : 0);
+    row_terms rows;
+    rows.max.resize(n_rows);
+    rows.inv_sum.resize(n_rows);
+    rows.delta.resize(n_rows);
+    rows.dsink.resize(d.dsinks ? n_rows : 0);
+    rows.dropout_keys.resize(dropout ? n_rows : 0);
     std::vector<float> partials(size_t((chunks - 1) * dq_floats), 0.0f);
-    // Recomputed statistics: the forward kernel per query tile, its output into the scratch.
     const bool recompute = !stats && !lse;
-    const int64_t br_f = kt->attention_br;
-    const int64_t fwd_floats = ceil_div(kt->attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
-    std::unique_ptr<aligned_floats> fwd_scratch;
-    std::vector<float> fwd_out(recompute ? size_t(slots * br_f * d.dim_v) : 0),
-        fwd_lse(recompute ? size_t(slots * br_f) : 0), fwd_sum(recompute ? size_t(rows_total) : 0);
-    if (recompute) fwd_scratch = std::make_unique<aligned_floats>(size_t(fwd_floats * slots));
+    std::vector<float> fwd_sum(recompute ? n_rows : 0);
 
-    // ---- 1. per-row statistics, delta, dropout keys ----
-    if (recompute) {
-        const int64_t q_tiles = ceil_div(d.len_q, br_f);
-        parallel_tasks(ex, d.batch * d.heads_q * q_tiles, [&](int64_t task) {
-            const int64_t bh = task / q_tiles, i0 = (task % q_tiles) * br_f;
-            const int64_t b = bh / d.heads_q, h = bh % d.heads_q, hk = h / group;
-            const int s = worker_slot(ex);
-            kernels::attention_tile t{};
-            t.rows = std::min(br_f, d.len_q - i0);
-            t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
-            t.q_type = t.out_type = ATTN_DTYPE_F32;
-            t.q_ld = d.q.seq;
-            t.dim_qk = d.dim_qk;
-            t.dim_v = d.dim_v;
-            t.scale = d.scale;
-            t.k = k_rows_for(d, k, b, hk);
-            t.len_kv = keys_in_batch(d, b);
-            t.v = v_rows_for(d, v, b, hk);
-            t.visibility = visibility_for(d, b);
-            t.key_end = t.visibility.row(i0 + t.rows - 1).hi;
-            t.first_row = i0;
-            if (d.mask) {
-                t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
-                         i0 * d.mask_strides.seq;
-                t.mask_ld = d.mask_strides.seq;
-            }
-            t.scratch = fwd_scratch->get() + s * fwd_floats;
-            t.out = fwd_out.data() + s * br_f * d.dim_v;
-            t.out_ld = d.dim_v;
-            t.lse = fwd_lse.data() + s * br_f;
-            t.row_max = row_max.data() + bh * d.len_q + i0;
-            t.row_sum = fwd_sum.data() + bh * d.len_q + i0;
-            kt->attention_forward_tile(t);
-        });
-    }
-    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) {
-            const int64_t i = row % d.len_q, bh = row / d.len_q;
-            const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
-            float m, l;
-            if (stats) m = stats->max[row], l = stats->sum[row];
-            else if (lse) m = lse[row], l = 1.0f;
-            else m = row_max[size_t(row)], l = fwd_sum[size_t(row)];
-            if (l == 0.0f) m = neg_inf;
-            row_max[size_t(row)] = m;
-            row_inv[size_t(row)] = 1.0f / l;
-            // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
-            const float *o = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
-            const float *g = dout + b * d.out.batch + h * d.out.head + i * d.out.seq;
-            float delta = 0.0f;
-            if (m != neg_inf)
-                for (int64_t c = 0; c < d.dim_v; ++c) delta += g[c] * o[c];
-            row_delta[size_t(row)] = delta;
-            if (dropout) row_keys[size_t(row)] = dropout::row_key(d.dropout_seed, b, h, i);
-        }
-    });
+    // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
+    if (recompute) recompute_statistics(ex, *kt, d, q, k, v, rows.max.data(), fwd_sum.data());
+    row_statistics(ex, d, out, dout, lse, stats, fwd_sum.data(), rows);
 
     // ---- 2. key tiles; dq (chunk 0) starts from zero ----
     parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
@@ -172,75 +303,19 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
             std::memset(dst, 0, sizeof(float) * size_t(d.dim_qk));
         }
     });
+    const key_chunks plan{d, *kt, q, k, v, dout, dq, dk, dv, &rows, partials.data(),
+                          chunks, chunk_tiles, key_tiles, dq_floats};
     parallel_tasks(ex, heads * chunks, [&](int64_t task) {
-        const int64_t head = task / chunks, chunk = task % chunks;
-        const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
-        const int64_t keys_b = keys_in_batch(d, b);
-        kernels::attention_backward_tile t{};
-        t.dim_qk = d.dim_qk;
-        t.dim_v = d.dim_v;
-        t.scale = d.scale;
-        t.k_ld = d.k.seq;
-        t.v_ld = d.v.seq;
-        t.dk_ld = d.k.seq;
-        t.dv_ld = d.v.seq;
-        t.q_ld = d.q.seq;
-        t.dout_ld = d.out.seq;
-        t.causal_offset = offset;
-        t.mask_ld = d.mask_strides.seq;
-        t.dropout_threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
-        t.dropout_keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
-        t.scratch = scratch.get() + worker_slot(ex) * slot_floats;
-        const int64_t tile_end = std::min(key_tiles, (chunk + 1) * chunk_tiles);
-        for (int64_t kt_i = chunk * chunk_tiles; kt_i < tile_end; ++kt_i) {
-            const int64_t key0 = kt_i * bk;
-            const int64_t tile_keys = std::min(bk, d.len_kv - key0);
-            t.key0 = key0;
-            t.keys = std::max<int64_t>(0, std::min(tile_keys, keys_b - key0));
-            t.k = k + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
-            t.v = v + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
-            t.dk = dk + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
-            t.dv = dv + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
-            // keys past the batch's length get no gradient
-            for (int64_t c = t.keys; c < tile_keys; ++c) {
-                std::memset(t.dk + c * d.k.seq, 0, sizeof(float) * size_t(d.dim_qk));
-                std::memset(t.dv + c * d.v.seq, 0, sizeof(float) * size_t(d.dim_v));
-            }
-            if (t.keys == 0) continue;
-            // queries before key0 - offset see none of the tile's keys
-            const int64_t row_begin = std::clamp<int64_t>(key0 - offset, 0, d.len_q);
-            for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-                const int64_t bh = b * d.heads_q + h;
-                t.first_head = h == hk * group;
-                t.last_head = h == (hk + 1) * group - 1;
-                t.q = q + b * d.q.batch + h * d.q.head;
-                t.dout = dout + b * d.out.batch + h * d.out.head;
-                if (chunk == 0) {
-                    t.dq = dq + b * d.q.batch + h * d.q.head;
-                    t.dq_ld = d.q.seq;
-                } else {
-                    t.dq = partials.data() + (chunk - 1) * dq_floats + bh * d.len_q * d.dim_qk;
-                    t.dq_ld = d.dim_qk;
-                }
-                t.row_max = row_max.data() + bh * d.len_q;
-                t.row_inv_sum = row_inv.data() + bh * d.len_q;
-                t.row_delta = row_delta.data() + bh * d.len_q;
-                t.dropout_keys = dropout ? row_keys.data() + bh * d.len_q : nullptr;
-                t.mask = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head
-                                : nullptr;
-                t.row_begin = row_begin;
-                t.row_end = d.len_q;
-                kt->attention_backward_tile(t);
-            }
-        }
+        run_key_chunk(plan, task / chunks, task % chunks,
+                      scratch.get() + worker_slot(ex) * slot_floats);
     });
 
-    // ---- 3. dq = scale * (sum of the chunks, in order) ----
+    // ---- 3. dq = scale * (sum of the chunks, in order); dsinks summed in (batch, row) order ----
     parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
             const int64_t i = row % d.len_q, bh = row / d.len_q;
             float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
-            const bool none = row_max[size_t(row)] == neg_inf;
+            const bool none = rows.max[size_t(row)] == neg_inf;
             for (int64_t c = 0; c < d.dim_qk; ++c) {
                 float sum = dst[c];
                 for (int64_t p = 1; p < chunks; ++p) sum += partials[size_t((p - 1) * dq_floats + row * d.dim_qk + c)];
@@ -248,6 +323,14 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
             }
         }
     });
+    if (d.dsinks)
+        for (int64_t h = 0; h < d.heads_q; ++h) {
+            double sum = 0.0;
+            for (int64_t b = 0; b < d.batch; ++b)
+                for (int64_t i = 0; i < d.len_q; ++i)
+                    sum += rows.dsink[size_t((b * d.heads_q + h) * d.len_q + i)];
+            d.dsinks[h] = static_cast<float>(sum);
+        }
 }
 
 }  // namespace attn::ops

@@ -1,7 +1,6 @@
 // The composed backward of scaled dot-product attention (the SIMD path before the fused one in
-// sdpa_backward.cpp; kept for the benchmark's comparison, reached through
-// ops/backward_switch.hpp, and the path of the score features the fused kernel does not take
-// yet: sliding windows, softcap, ALiBi, sinks), composed from the GEMM
+// sdpa_backward.cpp; kept for comparison only — tests and benchmarks — and reached through
+// ops/backward_switch.hpp), composed from the GEMM
 // (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
 // in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
 //   S   = the scores of kernels/attention_scores.hpp from scale Q_blk K^T (softcap, + mask,
@@ -48,21 +47,101 @@ void copy_rows(const exec &ex, const float *from, float *to, const attn_layout &
     });
 }
 
+// Rows [i0, i0 + rows) of (b, h) over the block's keys [k0, k0 + keys) (column j is key
+// k0 + j, rows len_kv apart): S in p becomes P z and dP in dp becomes dS, as above; g holds
+// d s / d (scaled score) with softcap (null without); the sink's gradient joins *dsink_part
+// (null: not wanted).
+void block_gradients(const kernels::kernel_table *kt, const attn_sdpa_desc &d, const float *out,
+                     const float *dout, const float *lse, int64_t b, int64_t h, int64_t i0,
+                     int64_t rows, int64_t k0, int64_t keys, float *p, float *dp, float *g,
+                     float *dsink_part) {
+    const int64_t len_kv = d.len_kv;
+    const bool dropout = d.dropout_p > 0.0f;
+    const uint32_t threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
+    const float keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
+    const kernels::key_visibility visibility = visibility_for(d, b);
+    const kernels::score_terms terms = score_terms_for(d, h);
+    const float sink = sink_for(d, h);
+    const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = i0 + r;
+            float *p_row = p + r * len_kv, *dp_row = dp + r * len_kv;
+            float *g_row = g ? g + r * len_kv : nullptr;
+            // this row's keys [lo, hi) as columns
+            const kernels::key_range seen = visibility.row(i);
+            const int64_t lo = seen.lo - k0 < 0 ? 0 : seen.lo - k0;
+            int64_t hi = seen.hi - k0 > keys ? keys : seen.hi - k0;
+            if (hi < lo) hi = lo;
+            const float *mask_row = d.mask ? d.mask + b * d.mask_strides.batch +
+                                                 h * d.mask_strides.head +
+                                                 i * d.mask_strides.seq + k0
+                                           : nullptr;
+            // the score definition on the scaled scores; g = its slope (softcap)
+            const int64_t at = i + visibility.offset;
+            for (int64_t j = lo; j < hi; ++j) {
+                if (g_row) g_row[j] = kernels::score_slope(terms, p_row[j]);
+                p_row[j] = kernels::finish_score(terms, p_row[j],
+                                                 mask_row ? mask_row[j] : 0.0f, at, k0 + j);
+            }
+            for (int64_t j = 0; j < lo; ++j) p_row[j] = neg_inf;
+            for (int64_t j = hi; j < keys; ++j) p_row[j] = neg_inf;
+            // fully masked (no finite score): no gradient flows, as in the reference
+            float m = neg_inf;
+            for (int64_t j = lo; j < hi; ++j) m = p_row[j] > m ? p_row[j] : m;
+            if (m == neg_inf) {
+                std::memset(p_row, 0, sizeof(float) * size_t(keys));
+                std::memset(dp_row, 0, sizeof(float) * size_t(keys));
+                continue;
+            }
+            // the row's lse: the forward's, or log sum exp recomputed (with the sink)
+            float row_lse = lse ? lse[row0 + r] : 0.0f;
+            if (!lse) {
+                const float top = sink > m ? sink : m;
+                float sum = sink == neg_inf ? 0.0f : std::exp(sink - top);
+                for (int64_t j = lo; j < hi; ++j) sum += std::exp(p_row[j] - top);
+                row_lse = top + std::log(sum);
+            }
+            // P = exp(S - lse)
+            for (int64_t j = 0; j < keys; ++j) p_row[j] -= row_lse;
+            kt->exp_array(p_row, p_row, keys);
+            // a hidden key's dO . V (NaN if its V row is) must not reach D
+            for (int64_t j = 0; j < lo; ++j) dp_row[j] = 0.0f;
+            for (int64_t j = hi; j < keys; ++j) dp_row[j] = 0.0f;
+            // dPz = dP z, dS = P (dPz - D), then P z for dV
+            if (dropout) {
+                const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
+                for (int64_t j = 0; j < keys; ++j)
+                    dp_row[j] *= dropout::dropped(key, k0 + j, threshold) ? 0.0f : keep;
+            }
+            // D = dO . O (FlashAttention's delta: sum_j P_j dP_j when out is the
+            // forward's output), from out as every path takes it
+            const int64_t at_row = b * d.out.batch + h * d.out.head + i * d.out.seq;
+            float big_d = 0.0f;
+            for (int64_t c = 0; c < d.dim_v; ++c) big_d += dout[at_row + c] * out[at_row + c];
+            for (int64_t j = 0; j < keys; ++j) dp_row[j] = p_row[j] * (dp_row[j] - big_d);
+            if (g_row)
+                for (int64_t j = lo; j < hi; ++j) dp_row[j] *= g_row[j];
+            if (dsink_part && sink != neg_inf) *dsink_part -= std::exp(sink - row_lse) * big_d;
+            if (dropout) {
+                const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
+                for (int64_t j = 0; j < keys; ++j)
+                    p_row[j] *= dropout::dropped(key, k0 + j, threshold) ? 0.0f : keep;
+            }
+        }
+
+}
+
 }  // namespace
 
 void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float *q,
                             const float *k, const float *v, const float *out, const float *dout,
                             const float *lse, float *dq, float *dk, float *dv) {
-    // out is not needed: D is formed from P and dP, as in the reference.
     const kernels::kernel_table *kt = simd_kernels(ex);
     if (!kt) {
         ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
     const int64_t group = d.heads_q / d.heads_kv, len_kv = d.len_kv;
-    const bool dropout = d.dropout_p > 0.0f;
-    const uint32_t threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
-    const float keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
 
     // ---- scratch, all before any output is written ----
     const int slots = worker_slots(ex);
@@ -92,8 +171,6 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
         const kernels::key_visibility visibility = visibility_for(d, b);
 
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-            const kernels::score_terms terms = score_terms_for(d, h);
-            const float sink = sink_for(d, h);
             for (int64_t i0 = 0; i0 < d.len_q; i0 += block_rows) {
                 const int64_t rows = d.len_q - i0 < block_rows ? d.len_q - i0 : block_rows;
                 // Keys [k0, k0 + keys): left of the first row's window and past the last
@@ -115,72 +192,10 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
                 gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_v, 1.0f, do_blk,
                      d.out.seq, v_head, d.v.seq, 0.0f, dp, len_kv);
 
-                for (int64_t r = 0; r < rows; ++r) {
-                    const int64_t i = i0 + r;
-                    float *p_row = p + r * len_kv, *dp_row = dp + r * len_kv;
-                    float *g_row = softcap ? g + r * len_kv : nullptr;
-                    // this row's keys [lo, hi) as columns
-                    const kernels::key_range seen = visibility.row(i);
-                    const int64_t lo = seen.lo - k0 < 0 ? 0 : seen.lo - k0;
-                    int64_t hi = seen.hi - k0 > keys ? keys : seen.hi - k0;
-                    if (hi < lo) hi = lo;
-                    const float *mask_row = d.mask ? d.mask + b * d.mask_strides.batch +
-                                                         h * d.mask_strides.head +
-                                                         i * d.mask_strides.seq + k0
-                                                   : nullptr;
-                    // the score definition on the scaled scores; g = its slope (softcap)
-                    const int64_t at = i + visibility.offset;
-                    for (int64_t j = lo; j < hi; ++j) {
-                        if (g_row) g_row[j] = kernels::score_slope(terms, p_row[j]);
-                        p_row[j] = kernels::finish_score(terms, p_row[j],
-                                                         mask_row ? mask_row[j] : 0.0f, at, k0 + j);
-                    }
-                    for (int64_t j = 0; j < lo; ++j) p_row[j] = neg_inf;
-                    for (int64_t j = hi; j < keys; ++j) p_row[j] = neg_inf;
-                    // fully masked (no finite score): no gradient flows, as in the reference
-                    float m = neg_inf;
-                    for (int64_t j = lo; j < hi; ++j) m = p_row[j] > m ? p_row[j] : m;
-                    if (m == neg_inf) {
-                        std::memset(p_row, 0, sizeof(float) * size_t(keys));
-                        std::memset(dp_row, 0, sizeof(float) * size_t(keys));
-                        continue;
-                    }
-                    // the row's lse: the forward's, or log sum exp recomputed (with the sink)
-                    float row_lse = lse ? lse[row0 + r] : 0.0f;
-                    if (!lse) {
-                        const float top = sink > m ? sink : m;
-                        float sum = sink == neg_inf ? 0.0f : std::exp(sink - top);
-                        for (int64_t j = lo; j < hi; ++j) sum += std::exp(p_row[j] - top);
-                        row_lse = top + std::log(sum);
-                    }
-                    // P = exp(S - lse)
-                    for (int64_t j = 0; j < keys; ++j) p_row[j] -= row_lse;
-                    kt->exp_array(p_row, p_row, keys);
-                    // a hidden key's dO . V (NaN if its V row is) must not reach D
-                    for (int64_t j = 0; j < lo; ++j) dp_row[j] = 0.0f;
-                    for (int64_t j = hi; j < keys; ++j) dp_row[j] = 0.0f;
-                    // dPz = dP z, dS = P (dPz - D), then P z for dV
-                    if (dropout) {
-                        const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
-                        for (int64_t j = 0; j < keys; ++j)
-                            dp_row[j] *= dropout::dropped(key, k0 + j, threshold) ? 0.0f : keep;
-                    }
-                    // D = dO . O (FlashAttention's delta: sum_j P_j dP_j when out is the
-                    // forward's output), from out as every path takes it
-                    const int64_t at_row = b * d.out.batch + h * d.out.head + i * d.out.seq;
-                    float big_d = 0.0f;
-                    for (int64_t c = 0; c < d.dim_v; ++c) big_d += dout[at_row + c] * out[at_row + c];
-                    for (int64_t j = 0; j < keys; ++j) dp_row[j] = p_row[j] * (dp_row[j] - big_d);
-                    if (g_row)
-                        for (int64_t j = lo; j < hi; ++j) dp_row[j] *= g_row[j];
-                    if (!dsink_parts.empty() && sink != neg_inf)
-                        dsink_parts[size_t(b * d.heads_q + h)] -= std::exp(sink - row_lse) * big_d;
-                    if (dropout) {
-                        const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
-                        for (int64_t j = 0; j < keys; ++j)
-                            p_row[j] *= dropout::dropped(key, k0 + j, threshold) ? 0.0f : keep;
-                    }
-                }
+                block_gradients(kt, d, out, dout, lse, b, h, i0, rows, k0, keys, p, dp,
+                                softcap ? g : nullptr,
+                                dsink_parts.empty() ? nullptr
+                                                    : &dsink_parts[size_t(b * d.heads_q + h)]);
 
                 // dV += (P z)^T dO; dK += scale dS^T Q; dQ = scale dS K
                 gemm(inner, ATTN_TRANS, ATTN_NO_TRANS, keys, d.dim_v, rows, 1.0f, p, len_kv,
