@@ -3,7 +3,7 @@
 // One call of attention_forward_tile handles a tile of at most br query rows of one
 // (batch, query head) and streams the keys in tiles of bc:
 //   S  = (scale Q) K_tile^T                      register-blocked, K packed in panels of nr
-//   S  = softcap, + mask, - ALiBi (attention_scores.hpp); hidden keys (window, causal,
+//   S  = softcap, + mask, - ALiBi (core/scores.hpp); hidden keys (window, causal,
 //        kv_len) -> -inf, and key tiles or panels hidden from every row never computed
 //   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P   (online softmax
 //   starting from m = sink, l = 1 with a sink; l kept lane-wise and summed across the lanes

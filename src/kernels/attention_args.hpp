@@ -5,8 +5,9 @@
 #include <cstdint>
 
 #include "attn/attn.h"
-#include "kernels/attention_scores.hpp"
-#include "kernels/kv_rows.hpp"
+#include "core/scores.hpp"
+#include "core/kv_rows.hpp"
+#include "kernels/kernels.hpp"  // the problem's vocabulary from core/
 
 namespace attn::kernels {
 
@@ -14,7 +15,7 @@ namespace attn::kernels {
 inline constexpr int64_t attention_direct_rows = 4;
 
 // One query tile of one (batch, query head) against the keys [key_begin, key_end):
-//   S = the scores of attention_scores.hpp (scale, softcap, + mask, - ALiBi), hidden keys
+//   S = the scores of core/scores.hpp (scale, softcap, + mask, - ALiBi), hidden keys
 //   never read, online softmax with the row's sink in the denominator, O = softmax(S) V.
 // The kernel writes, for every row r < rows, the normalised output row and
 // lse[r] = log (e^sink + sum_j exp(S_rj)) over the visible keys (-inf, and a zero row, when
@@ -66,7 +67,7 @@ struct attention_tile {
     bool rows_are_heads;         // rows are query heads h0 + r of query first_row (decoding
                                  // with grouped heads): every row sees the same keys
 
-    // Score terms beyond scale (attention_scores.hpp): softcap (0 = off); ALiBi slope and
+    // Score terms beyond scale (core/scores.hpp): softcap (0 = off); ALiBi slope and
     // sink of row r at alibi_slopes[r * head_step], sinks[r * head_step] (head_step 1 when
     // rows_are_heads, else 0); null = none. Sinks are -inf (none) when split keys leave them
     // to the merge.

@@ -20,7 +20,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/attention.hpp"
-#include "kernels/kv_rows.hpp"
+#include "core/kv_rows.hpp"
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_micro.hpp"
 #include "kernels/vec_math.hpp"

@@ -19,7 +19,7 @@
 #include <cstdint>
 
 #include "kernels/attention.hpp"
-#include "ref/convert.hpp"
+#include "core/convert.hpp"
 
 namespace attn::kernels {
 namespace attention_bf16_detail {

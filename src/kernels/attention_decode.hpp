@@ -3,7 +3,7 @@
 // attention_forward_tile (attention_args.hpp) for t.rows <= attention_direct_rows and K read
 // in place (t.k_packed null). The keys are taken in blocks of decode_block_keys:
 //   S[r, c]  = (scale q_r) . k_{j0+c}       W keys at a time, W independent sums
-//   S  = softcap, + mask, - ALiBi (attention_scores.hpp); keys outside row r's window,
+//   S  = softcap, + mask, - ALiBi (core/scores.hpp); keys outside row r's window,
 //        causal limit or kv_len hidden (never read, K or V)
 //   m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P   (online softmax,
 //        from m = sink, l = 1 with a sink)

@@ -1,5 +1,5 @@
 // K packing and V padding of the fused attention (attention.hpp), templated on the xsimd
-// Arch. Every K and V row is found through the one addressing function (kv_rows.hpp), so a
+// Arch. Every K and V row is found through the one addressing function (core/kv_rows.hpp), so a
 // paged cache and contiguous rows holding the same values give the same packed bits.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "kernels/attention_micro.hpp"
 #include "kernels/elements.hpp"
-#include "kernels/kv_rows.hpp"
+#include "core/kv_rows.hpp"
 
 namespace attn::kernels {
 namespace attention_detail {

@@ -1,4 +1,4 @@
-// The score definition of attention_scores.hpp in vector form, for a row of a key tile, and
+// The score definition of core/scores.hpp in vector form, for a row of a key tile, and
 // the online-softmax steps on it; shared by the tile loop (attention.hpp, both score
 // policies) and the decode kernel. Templated on the xsimd Arch.
 #pragma once
@@ -10,9 +10,9 @@
 
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_micro.hpp"
-#include "kernels/attention_scores.hpp"
+#include "core/scores.hpp"
 #include "kernels/vec_math.hpp"
-#include "ref/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
+#include "core/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
 
 namespace attn::kernels {
 namespace attention_detail {

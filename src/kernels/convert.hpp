@@ -1,5 +1,5 @@
 // Conversions between f32, bf16 and f16 (attn_convert), templated on the xsimd Arch: the
-// rules of src/ref/convert.hpp, bit for bit, NaN payloads included, on W lanes at a time.
+// rules of src/core/convert.hpp, bit for bit, NaN payloads included, on W lanes at a time.
 //   bf16 -> f32: zero-extend and shift left 16 (exact).
 //   f32 -> bf16: the integer round-to-nearest-even trick (add 0x7fff plus the lowest kept
 //                bit, keep the top half), with NaN quieted (payload top bits kept) and f32
@@ -22,6 +22,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "attn/attn.h"
+#include "core/formats.hpp"
 
 namespace attn::kernels {
 namespace cvt {
@@ -235,7 +236,7 @@ int64_t convert_vectors(int64_t n, const void *src, attn_dtype st, void *dst, at
 // when the element sizes are equal, no other overlap.
 template <class Arch>
 void convert_array(int64_t n, const void *src, attn_dtype st, void *dst, attn_dtype dt) {
-    const int64_t sb = st == ATTN_DTYPE_F32 ? 4 : 2, db = dt == ATTN_DTYPE_F32 ? 4 : 2;
+    const int64_t sb = core::element_bytes(st), db = core::element_bytes(dt);
     if (st == dt) {
         if (src != dst) std::memmove(dst, src, size_t(n * sb));
         return;
@@ -263,7 +264,7 @@ void load_f32_row(const void *src, attn_dtype t, bool round_bf16, int64_t len, f
     alignas(64) uint16_t h[chunk];
     for (int64_t i = 0; i < len; i += chunk) {
         const int64_t c = len - i < chunk ? len - i : chunk;
-        const void *s = static_cast<const unsigned char *>(src) + i * (t == ATTN_DTYPE_F32 ? 4 : 2);
+        const void *s = static_cast<const unsigned char *>(src) + i * core::element_bytes(t);
         convert_array<Arch>(c, s, t, h, ATTN_DTYPE_BF16);
         convert_array<Arch>(c, h, ATTN_DTYPE_BF16, dst + i, ATTN_DTYPE_F32);
     }

@@ -1,6 +1,6 @@
 // Element types in the kernels: rows of f32, bf16 or f16 read as f32 vectors (the widening is
 // exact), and f32 values rounded into an output row (the rules of attn_convert,
-// src/ref/convert.hpp). The tile loops compute in f32 only; these are the places where a
+// src/core/convert.hpp). The tile loops compute in f32 only; these are the places where a
 // stored type meets them: the Q tile, K packing, V padding, the decode kernel's in-place
 // reads, and the output rows. Templated on the xsimd Arch like every kernel.
 #pragma once
@@ -13,20 +13,13 @@
 #include <xsimd/xsimd.hpp>
 
 #include "attn/attn.h"
-#include "ref/convert.hpp"
+#include "core/convert.hpp"
+#include "core/formats.hpp"
 
 namespace attn::kernels {
 
-// Bytes of one element of type t (f32, bf16, f16).
-static constexpr int64_t element_bytes(attn_dtype t) { return t == ATTN_DTYPE_F32 ? 4 : 2; }
-
-// Element i of an array of type t at base, as a pointer.
-static inline const void *element_at(const void *base, attn_dtype t, int64_t i) {
-    return static_cast<const char *>(base) + i * element_bytes(t);
-}
-static inline void *element_at(void *base, attn_dtype t, int64_t i) {
-    return static_cast<char *>(base) + i * element_bytes(t);
-}
+using core::element_at;     // element i of an array of a type (core/formats.hpp)
+using core::element_bytes;  // bytes of one element of a type
 
 // Compile-time element types, for kernels specialised on the stored type.
 struct f32_elements {

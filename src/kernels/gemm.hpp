@@ -162,7 +162,7 @@ constexpr int64_t gemm_typed_kb = 128;
 
 template <class Arch>
 inline const void *typed_at(const void *base, attn_dtype type, int64_t offset) {
-    return static_cast<const unsigned char *>(base) + offset * (type == ATTN_DTYPE_F32 ? 4 : 2);
+    return static_cast<const unsigned char *>(base) + offset * core::element_bytes(type);
 }
 
 template <class Arch>

@@ -9,9 +9,19 @@
 #include <cstdint>
 
 #include "attn/attn.h"
-#include "kernels/kv_rows.hpp"
+#include "core/kv_rows.hpp"
+#include "core/scores.hpp"
 
 namespace attn::kernels {
+
+// The problem's vocabulary (core/): the keys a row sees, the terms of a score, where a key lives.
+using core::alibi_distance;
+using core::finish_score;
+using core::key_range;
+using core::key_visibility;
+using core::kv_rows;
+using core::score_slope;
+using core::score_terms;
 
 struct kernel_table {
     const char *isa_name;  // "avx512", "avx2", "sse4"
@@ -58,7 +68,7 @@ struct kernel_table {
                          float *y, int64_t ldy);
     // --- convert ---
     // dst[i] = src[i] converted (attn_convert's rules, bit for bit those of
-    // src/ref/convert.hpp), i < n; src == dst allowed with equal element sizes.
+    // src/core/convert.hpp), i < n; src == dst allowed with equal element sizes.
     void (*convert_array)(int64_t n, const void *src, attn_dtype src_type, void *dst,
                           attn_dtype dst_type);
     // --- attention ---

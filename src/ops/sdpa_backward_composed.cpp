@@ -25,8 +25,8 @@
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
-#include "ops/sdpa_masking.hpp"
-#include "ref/dropout.hpp"
+#include "core/scores.hpp"
+#include "core/dropout.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {

@@ -1,5 +1,6 @@
-// Reference conversion: element by element with the scalar rules of ref/convert.hpp.
-#include "ref/convert.hpp"
+// Reference conversion: element by element with the scalar rules of core/convert.hpp.
+#include "core/convert.hpp"
+#include "core/formats.hpp"
 
 #include <cstring>
 
@@ -25,7 +26,7 @@ void store_element(void *base, attn_dtype t, int64_t i, float x) {
 
 void convert(int64_t n, const void *src, attn_dtype src_type, void *dst, attn_dtype dst_type) {
     if (src_type == dst_type) {  // a copy (in place: nothing to do)
-        if (src != dst) std::memmove(dst, src, size_t(n) * (src_type == ATTN_DTYPE_F32 ? 4 : 2));
+        if (src != dst) std::memmove(dst, src, size_t(n * core::element_bytes(src_type)));
         return;
     }
     // In place only with equal sizes (bf16 <-> f16): each element is read before written.
