@@ -35,13 +35,13 @@ struct attention_tile {
     const void *q;          // row r of Q at q + r * q_ld, dim_qk contiguous elements of q_type
     attn_dtype q_type;
     int64_t q_ld;
-    int64_t rows;           // 1 .. blocks.br
+    int64_t rows;           // 1 .. the ISA's attention_br (kernel_table)
     int64_t dim_qk, dim_v;
     float scale;
 
     // K, either packed once per head by attention_pack_k (panel p = keys [p*nr, p*nr + nr),
     // stored [dim_qk][nr], key fastest, zero beyond the head's last key) or, when k_packed
-    // is null, read from k + j * k_ld (elements of k_type): straight from the rows for at
+    // is null, read from the rows k.row(j) (elements of k.type): straight from the rows for at
     // most attention_direct_rows query rows, else packed tile by tile into the scratch.
     const float *k_packed;
     // The bf16-pair path (attention_bf16.hpp): K packed once per head in its pair panels, or
@@ -61,7 +61,7 @@ struct attention_tile {
     const uint16_t *v_pairs;
     int64_t v_pairs_ld;
 
-    int64_t key_begin, key_end;  // key_begin a multiple of blocks.bc
+    int64_t key_begin, key_end;  // key_begin a multiple of the ISA's attention_bc
     int64_t first_row;           // query index of tile row 0
     key_visibility visibility;   // the window, causal limit and kv_len of the (batch, head)
     bool rows_are_heads;         // rows are query heads h0 + r of query first_row (decoding

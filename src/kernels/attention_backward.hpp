@@ -14,6 +14,8 @@
 // row (query or key) so that a key hidden from a query row is never read for it.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 #include <limits>
 
@@ -25,7 +27,7 @@
 #include "kernels/attention_micro.hpp"
 #include "kernels/vec_math.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 // Keys per tile (a multiple of every ISA's K panel) and query rows per step.
 inline constexpr int64_t backward_bk = 128;
@@ -350,4 +352,4 @@ void attention_backward_tile(const attention_backward_tile &t) {
     copy_rows_out<Arch>(t.scratch + at.dv_acc, at.dv_pad, t.keys, t.dim_v, t.dv, t.dv_ld);
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -17,6 +17,8 @@
 // expects them; the block's scores, rows x decode_block_keys, live in its scores region.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 #include <limits>
 
@@ -28,7 +30,7 @@
 #include "kernels/elements.hpp"
 #include "kernels/vec_math.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 namespace attention_decode_detail {
 
@@ -274,11 +276,7 @@ void attention_decode_tile_of(const attention_tile &t) {
 // on it so that the in-place reads widen in registers.
 template <class Arch>
 void attention_decode_tile(const attention_tile &t) {
-    switch (t.k.type) {
-    case ATTN_DTYPE_BF16: attention_decode_tile_of<Arch, bf16_elements>(t); break;
-    case ATTN_DTYPE_F16: attention_decode_tile_of<Arch, f16_elements>(t); break;
-    default: attention_decode_tile_of<Arch, f32_elements>(t); break;
-    }
+    core::with_format(t.k.type, [&](auto format) { attention_decode_tile_of<Arch, decltype(format)>(t); });
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

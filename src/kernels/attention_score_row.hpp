@@ -3,6 +3,8 @@
 // policies) and the decode kernel. Templated on the xsimd Arch.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 #include <limits>
 
@@ -14,7 +16,7 @@
 #include "kernels/vec_math.hpp"
 #include "core/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 namespace attention_detail {
 
 // Row r's visible keys in the key tile [j0, j0 + cols), as tile columns [lo, hi); {0, 0}
@@ -177,4 +179,4 @@ xsimd::batch<float, Arch> exp_scores_row(float *s_row, key_range cols, float m,
 }
 
 }  // namespace attention_detail
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -4,15 +4,17 @@
 //   f32 -> bf16: the integer round-to-nearest-even trick (add 0x7fff plus the lowest kept
 //                bit, keep the top half), with NaN quieted (payload top bits kept) and f32
 //                subnormals flushed to +-0; on avx512_bf16 VCVTNEPS2BF16, which does exactly
-//                that (Arch = xsimd::avx512cd there, see src/kernels/arch/avx512_bf16.cpp).
+//                that (that translation unit is compiled with -mavx512bf16).
 //   f16 <-> f32: F16C (VCVTPH2PS / VCVTPS2PH, round to nearest even) on avx2 and avx512;
 //                VCVTPH2PS quiets a signalling NaN, so NaN lanes are rebuilt from the bits
 //                (widening is exact, payload and all). sse4 has no F16C: integer code on the
 //                bit patterns, with one float addition to round into f16's subnormals.
 //   bf16 <-> f16: through f32 (widening is exact, so there is one rounding).
-// Every helper is a template on Arch, so the ISA translation units never share an
-// instantiation compiled with different flags.
+// Every helper is a template in its ISA's namespace (isa_namespace.hpp), so the ISA
+// translation units never share an instantiation compiled with different flags.
 #pragma once
+
+#include "kernels/isa_namespace.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -24,7 +26,7 @@
 #include "attn/attn.h"
 #include "core/formats.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 namespace cvt {
 
 template <class Arch>
@@ -36,11 +38,11 @@ template <class Arch>
 constexpr bool is_avx512 = std::is_base_of_v<xsimd::avx512f, Arch>;
 template <class Arch>
 constexpr bool is_avx2 = std::is_base_of_v<xsimd::avx2, Arch> && !is_avx512<Arch>;
-// The avx512_bf16 level instantiates on avx512cd and is compiled with -mavx512bf16.
+// The avx512_bf16 level's translation unit is compiled with -mavx512bf16.
 template <class Arch>
 constexpr bool has_cvtneps2bf16 =
 #ifdef __AVX512BF16__
-    std::is_same_v<Arch, xsimd::avx512cd>;
+    is_avx512<Arch>;
 #else
     false;
 #endif
@@ -270,4 +272,4 @@ void load_f32_row(const void *src, attn_dtype t, bool round_bf16, int64_t len, f
     }
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -1,7 +1,9 @@
 // The kernel table: every xsimd kernel the drivers in src/ops call, for one ISA.
 // Kernels are templates on the xsimd Arch (see gemm.hpp, softmax.hpp, attention.hpp);
 // each src/kernels/arch/<isa>.cpp instantiates them with that ISA's compile flags and
-// exposes them through this table. A new ISA is one file in arch/ and one line in
+// exposes them through this table. A new ISA level is: its attn_isa value (attn.h) and name
+// (api/context.cpp), its file in arch/ with its compile flags (src/CMakeLists.txt), and in
+// dispatch.cpp its detection (best_supported_isa), its table's declaration and its case in
 // kernel_table_for(). Kernels know nothing of TBB or of the C API's error handling:
 // they compute on raw pointers and are called on valid arguments only.
 #pragma once

@@ -2,7 +2,7 @@
 // P = softmax(S) (before dropout), z the dropout factors, Pd = P * z and out = Pd V:
 //   dV   += Pd^T dO
 //   dP    = (dO V^T) * z
-//   D_i   = sum_j P_ij dP_ij
+//   D_i   = dO_i . out_i               (FlashAttention's delta: sum_j P_ij dP_ij for the true out)
 //   dS    = P * (dP - D) * g       g = d s / d (scaled score): 1 - tanh^2 with softcap, else 1
 //   dQ    = scale * dS K,   dK += scale * dS^T Q
 //   dsink_h += -P_sink D           P_sink = exp(sink_h - lse): the sink has no value, dP = 0
