@@ -20,6 +20,9 @@ struct kv_rows {
     const int32_t *pages = nullptr;  // this batch's row of the block table; null: one page
     int64_t page_size = 0;
     int64_t page_stride = 0;       // elements between pages (the layout's batch stride)
+    // A quantized format's scales and zero points per row or group (core/formats.hpp); empty
+    // for f32, bf16 and f16, the only formats today, so no reader looks at it yet.
+    format_scales scales;
 
     // Key j's row (dim elements of `type`).
     const void *row(int64_t j) const {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include <immintrin.h>
@@ -228,6 +229,8 @@ int64_t convert_vectors(int64_t n, const void *src, attn_dtype st, void *dst, at
         for (int64_t i = 0; i < full; i += W) f32_to_f16<Arch>(bf16_to_f32<Arch>(s16 + i), d16 + i);
     } else if (st == ATTN_DTYPE_F16 && dt == ATTN_DTYPE_BF16) {
         for (int64_t i = 0; i < full; i += W) f32_to_bf16<Arch>(f16_to_f32<Arch>(s16 + i), d16 + i);
+    } else {  // a format added to attn_dtype without its conversions here: never a silent copy
+        throw std::invalid_argument("attn: no conversion between these element types");
     }
     return full;
 }
