@@ -3,7 +3,7 @@
 // One call of attention_forward_tile handles a tile of at most br query rows of one
 // (batch, query head) and streams the keys in tiles of bc:
 //   S  = (scale Q) K_tile^T                      register-blocked, K packed in panels of nr
-//   S  = softcap, + mask, - ALiBi (attention_scores.hpp); hidden keys (window, causal,
+//   S  = softcap, + mask, - ALiBi (core/scores.hpp); hidden keys (window, causal,
 //        kv_len) -> -inf, and key tiles or panels hidden from every row never computed
 //   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P   (online softmax
 //   starting from m = sink, l = 1 with a sink; l kept lane-wise and summed across the lanes
@@ -14,6 +14,8 @@
 //
 // Everything here is a template on Arch (see vec_math.hpp for why no plain inline functions).
 #pragma once
+
+#include "kernels/isa_namespace.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -28,7 +30,7 @@
 #include "kernels/elements.hpp"
 #include "kernels/vec_math.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 namespace attention_detail {
 
@@ -124,11 +126,10 @@ inline float dot(const float *a, const typename E::storage *b, int64_t n) {
 // a . b with b's type known at run time.
 template <class Arch>
 inline float dot(const float *a, const void *b, attn_dtype b_type, int64_t n) {
-    switch (b_type) {
-    case ATTN_DTYPE_BF16: return dot<Arch, bf16_elements>(a, static_cast<const uint16_t *>(b), n);
-    case ATTN_DTYPE_F16: return dot<Arch, f16_elements>(a, static_cast<const uint16_t *>(b), n);
-    default: return dot<Arch, f32_elements>(a, static_cast<const float *>(b), n);
-    }
+    return core::with_format(b_type, [&](auto format) {
+        using E = decltype(format);
+        return dot<Arch, E>(a, static_cast<const typename E::storage *>(b), n);
+    });
 }
 
 // S[r, c] = qs[r, :] . K[j0 + c, :] for c < cols, straight from the K rows (k at key j0):
@@ -445,4 +446,4 @@ void attention_weights_tile(const attention_tile &t, float *weights, int64_t wei
                                                                          after_forward);
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

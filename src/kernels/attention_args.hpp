@@ -5,8 +5,9 @@
 #include <cstdint>
 
 #include "attn/attn.h"
-#include "kernels/attention_scores.hpp"
-#include "kernels/kv_rows.hpp"
+#include "core/scores.hpp"
+#include "core/kv_rows.hpp"
+#include "kernels/kernels.hpp"  // the problem's vocabulary from core/
 
 namespace attn::kernels {
 
@@ -14,7 +15,7 @@ namespace attn::kernels {
 inline constexpr int64_t attention_direct_rows = 4;
 
 // One query tile of one (batch, query head) against the keys [key_begin, key_end):
-//   S = the scores of attention_scores.hpp (scale, softcap, + mask, - ALiBi), hidden keys
+//   S = the scores of core/scores.hpp (scale, softcap, + mask, - ALiBi), hidden keys
 //   never read, online softmax with the row's sink in the denominator, O = softmax(S) V.
 // The kernel writes, for every row r < rows, the normalised output row and
 // lse[r] = log (e^sink + sum_j exp(S_rj)) over the visible keys (-inf, and a zero row, when
@@ -34,13 +35,13 @@ struct attention_tile {
     const void *q;          // row r of Q at q + r * q_ld, dim_qk contiguous elements of q_type
     attn_dtype q_type;
     int64_t q_ld;
-    int64_t rows;           // 1 .. blocks.br
+    int64_t rows;           // 1 .. the ISA's attention_br (kernel_table)
     int64_t dim_qk, dim_v;
     float scale;
 
     // K, either packed once per head by attention_pack_k (panel p = keys [p*nr, p*nr + nr),
     // stored [dim_qk][nr], key fastest, zero beyond the head's last key) or, when k_packed
-    // is null, read from k + j * k_ld (elements of k_type): straight from the rows for at
+    // is null, read from the rows k.row(j) (elements of k.type): straight from the rows for at
     // most attention_direct_rows query rows, else packed tile by tile into the scratch.
     const float *k_packed;
     // The bf16-pair path (attention_bf16.hpp): K packed once per head in its pair panels, or
@@ -60,13 +61,13 @@ struct attention_tile {
     const uint16_t *v_pairs;
     int64_t v_pairs_ld;
 
-    int64_t key_begin, key_end;  // key_begin a multiple of blocks.bc
+    int64_t key_begin, key_end;  // key_begin a multiple of the ISA's attention_bc
     int64_t first_row;           // query index of tile row 0
     key_visibility visibility;   // the window, causal limit and kv_len of the (batch, head)
     bool rows_are_heads;         // rows are query heads h0 + r of query first_row (decoding
                                  // with grouped heads): every row sees the same keys
 
-    // Score terms beyond scale (attention_scores.hpp): softcap (0 = off); ALiBi slope and
+    // Score terms beyond scale (core/scores.hpp): softcap (0 = off); ALiBi slope and
     // sink of row r at alibi_slopes[r * head_step], sinks[r * head_step] (head_step 1 when
     // rows_are_heads, else 0); null = none. Sinks are -inf (none) when split keys leave them
     // to the merge.
@@ -103,7 +104,7 @@ struct attention_tile {
 // The fused backward (attention_backward.hpp): one key tile of one (batch, kv head) against the
 // query rows [row_begin, row_end) of one query head; query row i is row i of q, dout, dq and of
 // the per-row statistics (all relative to the head). With qs = scale Q and the scores of
-// attention_scores.hpp (softcap, + mask, - ALiBi) on the scaled scores qs K^T,
+// core/scores.hpp (softcap, + mask, - ALiBi) on the scaled scores qs K^T,
 //   S = score(qs K^T), P = e^(S - m_i) inv_l_i, dP = (dO V^T) z, dS = P (dP - delta_i) g,
 //   g = d S / d (scaled score) (1 - tanh^2 with softcap, else 1),
 //   dV += (P z)^T dO,  dK += dS^T qs,  dq += dS K  (dq is unscaled: the caller multiplies by

@@ -4,7 +4,7 @@
 // rows of one query head, in steps of br rows. Per step, with qs = scale Q (the forward's
 // operand, so S has the forward's bits) and the row statistics m, 1/l of the forward:
 //   S   = qs K^T                          score_block on K packed in panels, as the forward
-//   S   = softcap, + mask, - ALiBi        the score definition of attention_scores.hpp, in the
+//   S   = softcap, + mask, - ALiBi        the score definition of core/scores.hpp, in the
 //                                         forward's vector form (the same bits as its S)
 //   dP  = dO V^T                          the same micro-kernel on V packed in panels
 //   P   = e^(S - m) / l                   0 for hidden keys and rows without gradient
@@ -19,20 +19,22 @@
 // for it.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 #include <limits>
 
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/attention.hpp"
-#include "kernels/kv_rows.hpp"
+#include "core/kv_rows.hpp"
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_backward_ranges.hpp"
 #include "kernels/attention_micro.hpp"
 #include "kernels/attention_score_row.hpp"
 #include "kernels/vec_math.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 namespace backward_detail {
 using attention_detail::lanes;
@@ -385,4 +387,4 @@ void attention_backward_tile(const attention_backward_tile &t) {
     copy_rows_out<Arch>(t.scratch + at.dv_acc, at.dv_pad, t.keys, t.dim_v, t.dv, t.dv_ld);
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

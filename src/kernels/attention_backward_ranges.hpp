@@ -1,5 +1,5 @@
 // Which keys of a backward key tile each query row of a step sees, and which rows of the step
-// each key is seen by, from the one visibility definition (attention_scores.hpp): the cuts of
+// each key is seen by, from the one visibility definition (core/scores.hpp): the cuts of
 // the fused backward's products (attention_backward.hpp), so that a key hidden from a query row
 // (window, causal limit, kv_len) is never read for it and hidden work is skipped. Plain C++.
 //
@@ -10,9 +10,10 @@
 #include <cstdint>
 
 #include "kernels/attention_args.hpp"
-#include "kernels/attention_scores.hpp"
+#include "core/scores.hpp"
+#include "kernels/isa_namespace.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 // Keys per backward tile (a multiple of every ISA's K panel) and query rows per step.
 inline constexpr int64_t backward_bk = 128;
@@ -75,4 +76,4 @@ struct range_parts {
 };
 
 }  // namespace backward_detail
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

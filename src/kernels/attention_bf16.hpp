@@ -2,7 +2,7 @@
 // tile loop as attention_forward_tile (attention.hpp), with S = Q K^T formed from bf16 values
 // two at a time and accumulated in f32. Products of two bf16 values are exact in f32, so with
 // q and k stored in bf16 these are the exact products of the stored values summed in f32, as
-// API.md's numerics ask; f32 and f16 inputs come here only under ATTN_FPMATH_BF16, rounded to
+// attn.h's numerics ask; f32 and f16 inputs come here only under ATTN_FPMATH_BF16, rounded to
 // bf16 once when Q is loaded and K packed. The scale multiplies S in f32 (Q is not scaled in
 // bf16, which would round again). The softmax, P V and the output stay in f32.
 //
@@ -14,14 +14,16 @@
 // Needs -mavx512bf16: included only by src/kernels/arch/avx512_bf16.cpp.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "kernels/attention.hpp"
-#include "ref/convert.hpp"
+#include "core/convert.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 namespace attention_bf16_detail {
 
 using attention_detail::lanes;
@@ -29,12 +31,14 @@ using attention_detail::panel_keys;
 
 // The bf16 bits of element i of a row of type t (bf16 as stored, else rounded once).
 inline uint16_t bf16_bits(const void *row, attn_dtype t, int64_t i) {
-    switch (t) {
-    case ATTN_DTYPE_BF16: return static_cast<const uint16_t *>(row)[i];
-    case ATTN_DTYPE_F16:
-        return convert::f32_to_bf16(convert::f16_to_f32(static_cast<const uint16_t *>(row)[i]));
-    default: return convert::f32_to_bf16(static_cast<const float *>(row)[i]);
-    }
+    return core::with_format(t, [&](auto format) -> uint16_t {
+        using E = decltype(format);
+        const auto *p = static_cast<const typename E::storage *>(row) + i;
+        if constexpr (E::type == ATTN_DTYPE_BF16) return *p;
+        else if constexpr (E::type == ATTN_DTYPE_F16) return convert::f32_to_bf16(convert::f16_to_f32(*p));
+        else if constexpr (E::type == ATTN_DTYPE_F32) return convert::f32_to_bf16(*p);
+        else static_assert(E::bits == 0, "bf16_bits: a format without its rounding to bf16");
+    });
 }
 
 // The pair (row[2p], row[2p + 1]) as one 32-bit word, low half first; 0 past dim.
@@ -48,11 +52,14 @@ inline int64_t pairs_of(int64_t dim) { return (dim + 1) / 2; }
 
 // Element i of a row of type t, widened to f32 (exact).
 inline float ref_widen(const void *row, attn_dtype t, int64_t i) {
-    switch (t) {
-    case ATTN_DTYPE_BF16: return convert::bf16_to_f32(static_cast<const uint16_t *>(row)[i]);
-    case ATTN_DTYPE_F16: return convert::f16_to_f32(static_cast<const uint16_t *>(row)[i]);
-    default: return static_cast<const float *>(row)[i];
-    }
+    return core::with_format(t, [&](auto format) -> float {
+        using E = decltype(format);
+        const auto *p = static_cast<const typename E::storage *>(row) + i;
+        if constexpr (E::type == ATTN_DTYPE_BF16) return convert::bf16_to_f32(*p);
+        else if constexpr (E::type == ATTN_DTYPE_F16) return convert::f16_to_f32(*p);
+        else if constexpr (E::type == ATTN_DTYPE_F32) return *p;
+        else static_assert(E::bits == 0, "ref_widen: a format without its widening");
+    });
 }
 
 // Panels of bf16 pairs (see the header comment) from rows k + j * k_ld of type k_type,
@@ -376,4 +383,4 @@ void attention_weights_tile_bf16(const attention_tile &t, float *weights, int64_
         t, weights, weights_ld, after_forward);
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -3,7 +3,7 @@
 // attention_forward_tile (attention_args.hpp) for t.rows <= attention_direct_rows and K read
 // in place (t.k_packed null). The keys are taken in blocks of decode_block_keys:
 //   S[r, c]  = (scale q_r) . k_{j0+c}       W keys at a time, W independent sums
-//   S  = softcap, + mask, - ALiBi (attention_scores.hpp); keys outside row r's window,
+//   S  = softcap, + mask, - ALiBi (core/scores.hpp); keys outside row r's window,
 //        causal limit or kv_len hidden (never read, K or V)
 //   m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P   (online softmax,
 //        from m = sink, l = 1 with a sink)
@@ -17,6 +17,8 @@
 // expects them; the block's scores, rows x decode_block_keys, live in its scores region.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 #include <limits>
 
@@ -28,7 +30,7 @@
 #include "kernels/elements.hpp"
 #include "kernels/vec_math.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 namespace attention_decode_detail {
 
@@ -274,11 +276,7 @@ void attention_decode_tile_of(const attention_tile &t) {
 // on it so that the in-place reads widen in registers.
 template <class Arch>
 void attention_decode_tile(const attention_tile &t) {
-    switch (t.k.type) {
-    case ATTN_DTYPE_BF16: attention_decode_tile_of<Arch, bf16_elements>(t); break;
-    case ATTN_DTYPE_F16: attention_decode_tile_of<Arch, f16_elements>(t); break;
-    default: attention_decode_tile_of<Arch, f32_elements>(t); break;
-    }
+    core::with_format(t.k.type, [&](auto format) { attention_decode_tile_of<Arch, decltype(format)>(t); });
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -2,12 +2,14 @@
 // templated on the xsimd Arch: vectorised over dim_v, parts summed in index order.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 #include <limits>
 
 #include <xsimd/xsimd.hpp>
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 // Rows [0, rows) of the attention over the union of `parts` disjoint key sets:
 //   lse = log sum_p exp(lses[p][first + r]),
@@ -63,4 +65,4 @@ void attention_merge_rows(int64_t parts, int64_t first, int64_t rows, int64_t di
     }
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

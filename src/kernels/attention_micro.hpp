@@ -5,13 +5,15 @@
 // Row and vector counts below the block sizes (tile edges) are template instances too.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/elements.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 // Block sizes per ISA, in one table.
 //   mr_s x nr_vectors: the S micro-tile (rows x key vectors) held in registers;
@@ -24,10 +26,6 @@ template <>
 struct attention_blocking<xsimd::avx512f> {  // 32 zmm: 24 accumulators + 4 K loads
     static constexpr int mr_s = 6, nr_vectors = 4, mr_o = 6, nv = 4, br = 96, bc = 128;
 };
-// The avx512_bf16 level instantiates its own kernels on this Arch (so no instantiation is
-// shared with the avx512 level's translation unit): the same blocks.
-template <>
-struct attention_blocking<xsimd::avx512cd> : attention_blocking<xsimd::avx512f> {};
 template <>
 struct attention_blocking<xsimd::fma3<xsimd::avx2>> {  // 16 ymm: 12 accumulators + 2 loads
     static constexpr int mr_s = 6, nr_vectors = 2, mr_o = 6, nv = 2, br = 48, bc = 128;
@@ -199,4 +197,4 @@ inline void pv_block_any(int rows, int vectors, const float *p, int64_t ldp, int
 }
 
 }  // namespace attention_detail
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

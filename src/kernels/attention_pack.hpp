@@ -1,7 +1,9 @@
 // K packing and V padding of the fused attention (attention.hpp), templated on the xsimd
-// Arch. Every K and V row is found through the one addressing function (kv_rows.hpp), so a
+// Arch. Every K and V row is found through the one addressing function (core/kv_rows.hpp), so a
 // paged cache and contiguous rows holding the same values give the same packed bits.
 #pragma once
+
+#include "kernels/isa_namespace.hpp"
 
 #include <cstdint>
 #include <type_traits>
@@ -10,9 +12,9 @@
 
 #include "kernels/attention_micro.hpp"
 #include "kernels/elements.hpp"
-#include "kernels/kv_rows.hpp"
+#include "core/kv_rows.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 namespace attention_detail {
 
 // Rows this far ahead are prefetched while copying or packing K and V.
@@ -30,10 +32,10 @@ inline void prefetch_row(const T *row, int64_t count) {
 // The same for a row of type t at element offset i of base.
 template <class Arch, bool Write>
 inline void prefetch_row(const void *base, attn_dtype t, int64_t i, int64_t count) {
-    if (t == ATTN_DTYPE_F32)
-        prefetch_row<Arch, Write>(static_cast<const float *>(base) + i, count);
-    else
-        prefetch_row<Arch, Write>(static_cast<const uint16_t *>(base) + i, count);
+    core::with_format(t, [&](auto format) {
+        using S = typename decltype(format)::storage;
+        prefetch_row<Arch, Write>(static_cast<const S *>(base) + i, count);
+    });
 }
 
 // r[0..16) = the 16 x 16 block's rows in, its columns out (AVX-512): interleave pairs of
@@ -64,10 +66,6 @@ inline void transpose_16x16(xsimd::batch<float, Arch> *r) {
     }
 }
 
-// Panels of nr keys, [dim][nr] each, from rows k + j * k_ld (j < keys; zero for j >= keys),
-// elements of type E widened to f32. On AVX-512, 16 keys x 16 dims at a time through a
-// register transpose (16 loads and 16 stores instead of 256 of each); elsewhere, and at the
-// edges, element by element.
 // Panels of nr keys, [dim][nr] each, from key rows first + p * nr + n (zero from keys_end
 // on), elements of type E widened to f32. On AVX-512, 16 keys x 16 dims at a time through a
 // register transpose (16 loads and 16 stores instead of 256 of each); elsewhere, and at the
@@ -118,11 +116,9 @@ void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t di
 template <class Arch>
 void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim,
                    int64_t panels, float *packed) {
-    switch (k.type) {
-    case ATTN_DTYPE_BF16: pack_k_panels<Arch, bf16_elements>(k, first, keys_end, dim, panels, packed); break;
-    case ATTN_DTYPE_F16: pack_k_panels<Arch, f16_elements>(k, first, keys_end, dim, panels, packed); break;
-    default: pack_k_panels<Arch, f32_elements>(k, first, keys_end, dim, panels, packed); break;
-    }
+    core::with_format(k.type, [&](auto format) {
+        pack_k_panels<Arch, decltype(format)>(k, first, keys_end, dim, panels, packed);
+    });
 }
 
 // V rows first .. first+keys-1 widened into padded[j * padded_ld] (f32), zero to padded_ld.
@@ -139,4 +135,4 @@ void pad_v_rows(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, fl
 }
 
 }  // namespace attention_detail
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

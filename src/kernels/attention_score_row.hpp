@@ -1,7 +1,9 @@
-// The score definition of attention_scores.hpp in vector form, for a row of a key tile, and
+// The score definition of core/scores.hpp in vector form, for a row of a key tile, and
 // the online-softmax steps on it; shared by the tile loop (attention.hpp, both score
 // policies) and the decode kernel. Templated on the xsimd Arch.
 #pragma once
+
+#include "kernels/isa_namespace.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -10,11 +12,11 @@
 
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_micro.hpp"
-#include "kernels/attention_scores.hpp"
+#include "core/scores.hpp"
 #include "kernels/vec_math.hpp"
-#include "ref/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
+#include "core/dropout.hpp"  // column_multiplier only: the vector fmix32 below mirrors it
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 namespace attention_detail {
 
 // Row r's visible keys in the key tile [j0, j0 + cols), as tile columns [lo, hi); {0, 0}
@@ -177,4 +179,4 @@ xsimd::batch<float, Arch> exp_scores_row(float *s_row, key_range cols, float m,
 }
 
 }  // namespace attention_detail
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -1,29 +1,33 @@
 // Conversions between f32, bf16 and f16 (attn_convert), templated on the xsimd Arch: the
-// rules of src/ref/convert.hpp, bit for bit, NaN payloads included, on W lanes at a time.
+// rules of src/core/convert.hpp, bit for bit, NaN payloads included, on W lanes at a time.
 //   bf16 -> f32: zero-extend and shift left 16 (exact).
 //   f32 -> bf16: the integer round-to-nearest-even trick (add 0x7fff plus the lowest kept
 //                bit, keep the top half), with NaN quieted (payload top bits kept) and f32
 //                subnormals flushed to +-0; on avx512_bf16 VCVTNEPS2BF16, which does exactly
-//                that (Arch = xsimd::avx512cd there, see src/kernels/arch/avx512_bf16.cpp).
+//                that (that translation unit is compiled with -mavx512bf16).
 //   f16 <-> f32: F16C (VCVTPH2PS / VCVTPS2PH, round to nearest even) on avx2 and avx512;
 //                VCVTPH2PS quiets a signalling NaN, so NaN lanes are rebuilt from the bits
 //                (widening is exact, payload and all). sse4 has no F16C: integer code on the
 //                bit patterns, with one float addition to round into f16's subnormals.
 //   bf16 <-> f16: through f32 (widening is exact, so there is one rounding).
-// Every helper is a template on Arch, so the ISA translation units never share an
-// instantiation compiled with different flags.
+// Every helper is a template in its ISA's namespace (isa_namespace.hpp), so the ISA
+// translation units never share an instantiation compiled with different flags.
 #pragma once
+
+#include "kernels/isa_namespace.hpp"
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include <immintrin.h>
 #include <xsimd/xsimd.hpp>
 
 #include "attn/attn.h"
+#include "core/formats.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 namespace cvt {
 
 template <class Arch>
@@ -35,11 +39,11 @@ template <class Arch>
 constexpr bool is_avx512 = std::is_base_of_v<xsimd::avx512f, Arch>;
 template <class Arch>
 constexpr bool is_avx2 = std::is_base_of_v<xsimd::avx2, Arch> && !is_avx512<Arch>;
-// The avx512_bf16 level instantiates on avx512cd and is compiled with -mavx512bf16.
+// The avx512_bf16 level's translation unit is compiled with -mavx512bf16.
 template <class Arch>
 constexpr bool has_cvtneps2bf16 =
 #ifdef __AVX512BF16__
-    std::is_same_v<Arch, xsimd::avx512cd>;
+    is_avx512<Arch>;
 #else
     false;
 #endif
@@ -225,6 +229,8 @@ int64_t convert_vectors(int64_t n, const void *src, attn_dtype st, void *dst, at
         for (int64_t i = 0; i < full; i += W) f32_to_f16<Arch>(bf16_to_f32<Arch>(s16 + i), d16 + i);
     } else if (st == ATTN_DTYPE_F16 && dt == ATTN_DTYPE_BF16) {
         for (int64_t i = 0; i < full; i += W) f32_to_bf16<Arch>(f16_to_f32<Arch>(s16 + i), d16 + i);
+    } else {  // a format added to attn_dtype without its conversions here: never a silent copy
+        throw std::invalid_argument("attn: no conversion between these element types");
     }
     return full;
 }
@@ -235,7 +241,7 @@ int64_t convert_vectors(int64_t n, const void *src, attn_dtype st, void *dst, at
 // when the element sizes are equal, no other overlap.
 template <class Arch>
 void convert_array(int64_t n, const void *src, attn_dtype st, void *dst, attn_dtype dt) {
-    const int64_t sb = st == ATTN_DTYPE_F32 ? 4 : 2, db = dt == ATTN_DTYPE_F32 ? 4 : 2;
+    const int64_t sb = core::element_bytes(st), db = core::element_bytes(dt);
     if (st == dt) {
         if (src != dst) std::memmove(dst, src, size_t(n * sb));
         return;
@@ -263,10 +269,10 @@ void load_f32_row(const void *src, attn_dtype t, bool round_bf16, int64_t len, f
     alignas(64) uint16_t h[chunk];
     for (int64_t i = 0; i < len; i += chunk) {
         const int64_t c = len - i < chunk ? len - i : chunk;
-        const void *s = static_cast<const unsigned char *>(src) + i * (t == ATTN_DTYPE_F32 ? 4 : 2);
+        const void *s = static_cast<const unsigned char *>(src) + i * core::element_bytes(t);
         convert_array<Arch>(c, s, t, h, ATTN_DTYPE_BF16);
         convert_array<Arch>(c, h, ATTN_DTYPE_BF16, dst + i, ATTN_DTYPE_F32);
     }
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

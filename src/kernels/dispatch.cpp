@@ -95,8 +95,10 @@ const kernel_table *kernel_table_for(attn_isa isa) {
     case ATTN_ISA_AVX512: return kernel_table_avx512();
     case ATTN_ISA_AVX2: return kernel_table_avx2();
     case ATTN_ISA_SSE4: return kernel_table_sse4();
-    default: return nullptr;
+    case ATTN_ISA_SCALAR:
+    case ATTN_ISA_AUTO: return nullptr;
     }
+    return nullptr;
 }
 
 }  // namespace attn::kernels

@@ -1,9 +1,11 @@
 // Element types in the kernels: rows of f32, bf16 or f16 read as f32 vectors (the widening is
 // exact), and f32 values rounded into an output row (the rules of attn_convert,
-// src/ref/convert.hpp). The tile loops compute in f32 only; these are the places where a
+// src/core/convert.hpp). The tile loops compute in f32 only; these are the places where a
 // stored type meets them: the Q tile, K packing, V padding, the decode kernel's in-place
 // reads, and the output rows. Templated on the xsimd Arch like every kernel.
 #pragma once
+
+#include "kernels/isa_namespace.hpp"
 
 #include <immintrin.h>
 
@@ -13,47 +15,36 @@
 #include <xsimd/xsimd.hpp>
 
 #include "attn/attn.h"
-#include "ref/convert.hpp"
+#include "core/convert.hpp"
+#include "core/formats.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
-// Bytes of one element of type t (f32, bf16, f16).
-static constexpr int64_t element_bytes(attn_dtype t) { return t == ATTN_DTYPE_F32 ? 4 : 2; }
+using core::element_at;     // element i of an array of a type (core/formats.hpp)
+using core::element_bytes;  // bytes of one element of a type
 
-// Element i of an array of type t at base, as a pointer.
-static inline const void *element_at(const void *base, attn_dtype t, int64_t i) {
-    return static_cast<const char *>(base) + i * element_bytes(t);
-}
-static inline void *element_at(void *base, attn_dtype t, int64_t i) {
-    return static_cast<char *>(base) + i * element_bytes(t);
-}
-
-// Compile-time element types, for kernels specialised on the stored type.
-struct f32_elements {
-    using storage = float;
-    static constexpr attn_dtype type = ATTN_DTYPE_F32;
-};
-struct bf16_elements {
-    using storage = uint16_t;
-    static constexpr attn_dtype type = ATTN_DTYPE_BF16;
-};
-struct f16_elements {
-    using storage = uint16_t;
-    static constexpr attn_dtype type = ATTN_DTYPE_F16;
-};
+// The stored formats' descriptors (core/formats.hpp), for kernels specialised on the stored
+// type; core::with_format turns a run-time type into one.
+using f32_elements = core::f32_format;
+using bf16_elements = core::bf16_format;
+using f16_elements = core::f16_format;
 
 // One element as f32.
 template <class Arch, class E>
 inline float widen_one(const typename E::storage *p) {
     if constexpr (E::type == ATTN_DTYPE_BF16) return convert::bf16_to_f32(*p);
     else if constexpr (E::type == ATTN_DTYPE_F16) return convert::f16_to_f32(*p);
-    else return *p;
+    else if constexpr (E::type == ATTN_DTYPE_F32) return *p;
+    else static_assert(E::bits == 0, "widen_one: a format without its widening");
 }
 
 // W consecutive elements at p as one f32 vector (unaligned).
 template <class Arch, class E>
 inline xsimd::batch<float, Arch> widen(const typename E::storage *p) {
     using fbatch = xsimd::batch<float, Arch>;
+    static_assert(E::type == ATTN_DTYPE_F32 || E::type == ATTN_DTYPE_BF16 ||
+                      E::type == ATTN_DTYPE_F16,
+                  "widen: a format without its vector widening");
     if constexpr (E::type == ATTN_DTYPE_F32) {
         return fbatch::load_unaligned(p);
     } else if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
@@ -92,26 +83,27 @@ inline void widen_row(const typename E::storage *src, int64_t n, float *dst) {
 // The same with the type known at run time.
 template <class Arch>
 inline void widen_row(const void *src, attn_dtype t, int64_t n, float *dst) {
-    switch (t) {
-    case ATTN_DTYPE_BF16: widen_row<Arch, bf16_elements>(static_cast<const uint16_t *>(src), n, dst); break;
-    case ATTN_DTYPE_F16: widen_row<Arch, f16_elements>(static_cast<const uint16_t *>(src), n, dst); break;
-    default: widen_row<Arch, f32_elements>(static_cast<const float *>(src), n, dst); break;
-    }
+    core::with_format(t, [&](auto format) {
+        using E = decltype(format);
+        widen_row<Arch, E>(static_cast<const typename E::storage *>(src), n, dst);
+    });
 }
 
 // dst[0 .. n) of type t = src[0 .. n) rounded once (attn_convert's rules).
 template <class Arch>
 inline void narrow_row(const float *src, int64_t n, void *dst, attn_dtype t) {
-    if (t == ATTN_DTYPE_F32) {
-        float *out = static_cast<float *>(dst);
-        for (int64_t c = 0; c < n; ++c) out[c] = src[c];
-    } else if (t == ATTN_DTYPE_BF16) {
-        uint16_t *out = static_cast<uint16_t *>(dst);
-        for (int64_t c = 0; c < n; ++c) out[c] = convert::f32_to_bf16(src[c]);
-    } else {
-        uint16_t *out = static_cast<uint16_t *>(dst);
-        for (int64_t c = 0; c < n; ++c) out[c] = convert::f32_to_f16(src[c]);
-    }
+    core::with_format(t, [&](auto format) {
+        using E = decltype(format);
+        auto *out = static_cast<typename E::storage *>(dst);
+        if constexpr (E::type == ATTN_DTYPE_F32)
+            for (int64_t c = 0; c < n; ++c) out[c] = src[c];
+        else if constexpr (E::type == ATTN_DTYPE_BF16)
+            for (int64_t c = 0; c < n; ++c) out[c] = convert::f32_to_bf16(src[c]);
+        else if constexpr (E::type == ATTN_DTYPE_F16)
+            for (int64_t c = 0; c < n; ++c) out[c] = convert::f32_to_f16(src[c]);
+        else
+            static_assert(E::bits == 0, "narrow_row: a format without its rounding");
+    });
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

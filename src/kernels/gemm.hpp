@@ -14,6 +14,8 @@
 //   so packed data is read with unaligned loads, which cost nothing extra on aligned data.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 #include <type_traits>
 
@@ -23,7 +25,7 @@
 #include "attn/attn.h"
 #include "kernels/convert.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 // Block sizes for one ISA: the micro-tile MR x NR (NR a multiple of the vector width),
 // KC (depth of one packed panel: a KC x NR sliver of B is reused from cache by every MR-row
@@ -162,7 +164,7 @@ constexpr int64_t gemm_typed_kb = 128;
 
 template <class Arch>
 inline const void *typed_at(const void *base, attn_dtype type, int64_t offset) {
-    return static_cast<const unsigned char *>(base) + offset * (type == ATTN_DTYPE_F32 ? 4 : 2);
+    return static_cast<const unsigned char *>(base) + offset * core::element_bytes(type);
 }
 
 template <class Arch>
@@ -308,4 +310,4 @@ void gemm_micro_kernel(int64_t kc, float alpha, const float *a_packed, const flo
     gemm_finish_tile<Arch, MR, NV>(acc, alpha, beta, c, ldc, m_r, n_r);
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

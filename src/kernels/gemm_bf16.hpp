@@ -17,6 +17,8 @@
 // Needs -mavx512bf16: included only by src/kernels/arch/avx512_bf16.cpp.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <immintrin.h>
 
 #include <cstdint>
@@ -26,7 +28,7 @@
 #include "kernels/elements.hpp"
 #include "kernels/gemm.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 namespace gemm_bf16_detail {
 
 // dst[0:n) = the bf16 bits of n elements of type t (bf16 copied, f32 and f16 rounded once,
@@ -198,4 +200,4 @@ void gemm_micro_kernel_bf16(int64_t kp, float alpha, const uint32_t *a_packed,
     gemm_finish_tile<Arch, MR, NV>(sums, alpha, beta, c, ldc, m_r, n_r);
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/intrinsics.hpp"  // first: see there
+#include "kernels/isa_namespace.hpp"
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/attention.hpp"
@@ -17,7 +18,7 @@
 #include "kernels/softmax.hpp"
 #include "kernels/vec_math.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 template <class Arch>
 kernel_table make_kernel_table(const char *isa_name) {
@@ -63,7 +64,7 @@ kernel_table make_kernel_table(const char *isa_name) {
     return t;
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE
 
 // Defines kernel_table_<name>() returning the table for Arch.
 #define ATTN_DEFINE_KERNEL_TABLE(Arch, name)                                      \

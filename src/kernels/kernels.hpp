@@ -1,7 +1,9 @@
 // The kernel table: every xsimd kernel the drivers in src/ops call, for one ISA.
 // Kernels are templates on the xsimd Arch (see gemm.hpp, softmax.hpp, attention.hpp);
 // each src/kernels/arch/<isa>.cpp instantiates them with that ISA's compile flags and
-// exposes them through this table. A new ISA is one file in arch/ and one line in
+// exposes them through this table. A new ISA level is: its attn_isa value (attn.h) and name
+// (api/context.cpp), its file in arch/ with its compile flags (src/CMakeLists.txt), and in
+// dispatch.cpp its detection (best_supported_isa), its table's declaration and its case in
 // kernel_table_for(). Kernels know nothing of TBB or of the C API's error handling:
 // they compute on raw pointers and are called on valid arguments only.
 #pragma once
@@ -9,9 +11,19 @@
 #include <cstdint>
 
 #include "attn/attn.h"
-#include "kernels/kv_rows.hpp"
+#include "core/kv_rows.hpp"
+#include "core/scores.hpp"
 
 namespace attn::kernels {
+
+// The problem's vocabulary (core/): the keys a row sees, the terms of a score, where a key lives.
+using core::alibi_distance;
+using core::finish_score;
+using core::key_range;
+using core::key_visibility;
+using core::kv_rows;
+using core::score_slope;
+using core::score_terms;
 
 struct kernel_table {
     const char *isa_name;  // "avx512", "avx2", "sse4"
@@ -72,7 +84,7 @@ struct kernel_table {
                          float *y, int64_t ldy);
     // --- convert ---
     // dst[i] = src[i] converted (attn_convert's rules, bit for bit those of
-    // src/ref/convert.hpp), i < n; src == dst allowed with equal element sizes.
+    // src/core/convert.hpp), i < n; src == dst allowed with equal element sizes.
     void (*convert_array)(int64_t n, const void *src, attn_dtype src_type, void *dst,
                           attn_dtype dst_type);
     // --- attention ---

@@ -17,6 +17,8 @@
 // in our measurements.)
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <cstdint>
 #include <limits>
 
@@ -24,7 +26,7 @@
 
 #include "kernels/vec_math.hpp"
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 namespace softmax_detail {
 
@@ -199,4 +201,4 @@ void softmax_rows(int64_t rows, int64_t cols, float scale, const float *x, int64
     }
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -8,6 +8,8 @@
 // out-of-line std:: functions.
 #pragma once
 
+#include "kernels/isa_namespace.hpp"
+
 #include <immintrin.h>
 
 #include <cstdint>
@@ -15,7 +17,7 @@
 
 #include <xsimd/xsimd.hpp>
 
-namespace attn::kernels {
+ATTN_KERNELS_BEGIN
 
 // ---- xsimd compat ----------------------------------------------------------------------
 // xsimd 8.1 (Debian 12) calls the horizontal sum `hadd`; 9.0 renamed it `reduce_add`.
@@ -287,4 +289,4 @@ void tanh_array(const float *x, float *y, int64_t count) {
     map_array<Arch>(x, y, count, [](const xsimd::batch<float, Arch> &v) { return tanh<Arch>(v); });
 }
 
-}  // namespace attn::kernels
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -1,6 +1,6 @@
 // The conversion driver (attn_convert): fixed blocks of elements in parallel, each block
 // converted by the ISA's kernel (src/kernels/convert.hpp), or element by element by the
-// reference (src/ref/convert.hpp). Every element is converted alone, so neither the block
+// reference (src/core/convert.hpp). Every element is converted alone, so neither the block
 // size nor the threads change a bit of the result; the block size only balances the work
 // (64 Ki elements: 256 KiB of f32, enough to pay for a task, small enough to share).
 #include <cstring>

@@ -67,8 +67,8 @@ void gemm_f32_c(const exec &ex_in, const kernels::kernel_table *kt, attn_trans t
     }
     const bool a_plain = a_type == ATTN_DTYPE_F32 && !round_bf16;
     const bool b_plain = b_type == ATTN_DTYPE_F32 && !round_bf16;
-    const int64_t a_bytes = a_type == ATTN_DTYPE_F32 ? 4 : 2;
-    const int64_t b_bytes = b_type == ATTN_DTYPE_F32 ? 4 : 2;
+    const int64_t a_bytes = core::element_bytes(a_type);
+    const int64_t b_bytes = core::element_bytes(b_type);
 
     const bool pairs = kt->gemm_micro_kernel_bf16 != nullptr &&
                        ((a_type == ATTN_DTYPE_BF16 && b_type == ATTN_DTYPE_BF16) || round_bf16);

@@ -12,9 +12,23 @@
 #include <tbb/task_arena.h>
 
 #include "attn/attn.h"
+#include "core/kv_rows.hpp"
+#include "core/scores.hpp"
 #include "kernels/kernels.hpp"
 
 namespace attn::ops {
+
+// The drivers read a desc's visibility, score terms and K/V rows through core/.
+using core::is_causal;
+using core::k_rows_for;
+using core::keys_in_batch;
+using core::kv_rows_for;
+using core::no_causal;
+using core::query_offset;
+using core::score_terms_for;
+using core::sink_for;
+using core::v_rows_for;
+using core::visibility_for;
 
 // What a context tells a driver. `isa` is resolved: never ATTN_ISA_AUTO.
 // `reference` is true for ATTN_IMPL_REFERENCE and whenever isa == ATTN_ISA_SCALAR.

@@ -24,9 +24,9 @@
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
-#include "ops/sdpa_masking.hpp"
-#include "ops/sdpa_paging.hpp"
-#include "ref/dropout.hpp"
+#include "core/scores.hpp"
+#include "core/kv_rows.hpp"
+#include "core/dropout.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {

@@ -1,7 +1,7 @@
 // The fused backward of scaled dot-product attention on the SIMD path (FlashAttention-2's
 // algorithm; the tile kernel is kernels/attention_backward.hpp), for every score feature: the
 // scores and the keys each query row sees come from the one definition the forward follows
-// (kernels/attention_scores.hpp through ops/sdpa_masking.hpp).
+// (core/scores.hpp).
 //   1. per query row: the forward's statistics m, 1/l (given, from lse, or recomputed by the
 //      forward kernel with its output discarded; with a sink, l includes it), delta =
 //      rowsum(dO o O), the dropout key, and the sink's gradient -e^(sink - m) / l delta;
@@ -29,9 +29,9 @@
 #include "ops/backward_switch.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
-#include "ops/sdpa_masking.hpp"
-#include "ops/sdpa_paging.hpp"
-#include "ref/dropout.hpp"
+#include "core/scores.hpp"
+#include "core/kv_rows.hpp"
+#include "core/dropout.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {

@@ -3,7 +3,7 @@
 // ops/backward_switch.hpp), composed from the GEMM
 // (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
 // in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
-//   S   = the scores of kernels/attention_scores.hpp from scale Q_blk K^T (softcap, + mask,
+//   S   = the scores of core/scores.hpp from scale Q_blk K^T (softcap, + mask,
 //         - ALiBi), hidden keys (window, causal, kv_len) -> P = 0; the block's keys are
 //         those between its first row's window and its last row's limit
 //   P   = exp(S - lse)                              lse from the forward, or recomputed
@@ -24,8 +24,8 @@
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
-#include "ops/sdpa_masking.hpp"
-#include "ref/dropout.hpp"
+#include "core/scores.hpp"
+#include "core/dropout.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {

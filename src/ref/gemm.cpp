@@ -1,6 +1,6 @@
 // Reference matrix product: C = alpha * op(A) * op(B) + beta * C, row-major, with the
 // semantics of cblas_sgemm(CblasRowMajor, ...).
-#include "ref/convert.hpp"
+#include "core/convert.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ref {

@@ -47,7 +47,7 @@ void mha_backward(const attn_mha_desc &d, const float *x_q, const float *x_kv, c
 void merge(int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
            const float *const *lses, float *out, float *lse);
 
-// dst[i] = src[i] converted (attn_convert's rules, ref/convert.hpp), i < n.
+// dst[i] = src[i] converted (attn_convert's rules, core/convert.hpp), i < n.
 void convert(int64_t n, const void *src, attn_dtype src_type, void *dst, attn_dtype dst_type);
 // attn_quantize (attn.h): rows x dim values of src_type (F32, BF16, F16) into dst_type (a
 // quantized type), group by group, with the scales (and zero points when zero != NULL) at

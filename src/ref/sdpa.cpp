@@ -1,5 +1,5 @@
 // Reference scaled dot-product attention, one query row at a time:
-//   A[b,h,i,:] = softmax_j(s_ij) with s the score of src/kernels/attention_scores.hpp
+//   A[b,h,i,:] = softmax_j(s_ij) with s the score of src/core/scores.hpp
 //   (scale, softcap, + mask, - ALiBi; window, causal and kv_len hiding), the head's sink in
 //   the denominator, out[b,h,i,:] = sum_j dropout(A)[j] * v_j; K and V through the one
 //   addressing function (paged or not).
@@ -16,8 +16,8 @@ void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *
     std::vector<float> z(static_cast<size_t>(d.len_kv));  // dropout factors
     for (int64_t b = 0; b < d.batch; ++b) {
         for (int64_t h = 0; h < d.heads_q; ++h) {
-            const kernels::kv_rows v_rows = ops::v_rows_for(d, v, b, sdpa_row::kv_head(d, h));
-            const float sink = ops::sink_for(d, h);
+            const core::kv_rows v_rows = core::v_rows_for(d, v, b, sdpa_row::kv_head(d, h));
+            const float sink = core::sink_for(d, h);
             for (int64_t i = 0; i < d.len_q; ++i) {
                 const int64_t row = (b * d.heads_q + h) * d.len_q + i;  // dense [b,h,i] index
                 float *out_row = out + b * d.out.batch + h * d.out.head + i * d.out.seq;

@@ -2,11 +2,11 @@
 // P = softmax(S) (before dropout), z the dropout factors, Pd = P * z and out = Pd V:
 //   dV   += Pd^T dO
 //   dP    = (dO V^T) * z
-//   D_i   = sum_j P_ij dP_ij
+//   D_i   = dO_i . out_i               (FlashAttention's delta: sum_j P_ij dP_ij for the true out)
 //   dS    = P * (dP - D) * g       g = d s / d (scaled score): 1 - tanh^2 with softcap, else 1
 //   dQ    = scale * dS K,   dK += scale * dS^T Q
 //   dsink_h += -P_sink D           P_sink = exp(sink_h - lse): the sink has no value, dP = 0
-// with P and the score s of src/kernels/attention_scores.hpp (lse including the sink).
+// with P and the score s of src/core/scores.hpp (lse including the sink).
 // Grouped-query heads accumulate into their shared dK, dV rows.
 #include <vector>
 
@@ -46,7 +46,7 @@ void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, cons
         for (int64_t h = 0; h < d.heads_q; ++h) d.dsinks[h] = 0.0f;
     for (int64_t b = 0; b < d.batch; ++b) {
         for (int64_t h = 0; h < d.heads_q; ++h) {
-            const float sink = ops::sink_for(d, h);
+            const float sink = core::sink_for(d, h);
             const int64_t hk = sdpa_row::kv_head(d, h);
             const float *k_head = k + b * d.k.batch + hk * d.k.head;
             const float *v_head = v + b * d.v.batch + hk * d.v.head;

@@ -1,7 +1,7 @@
 // One query row of scaled dot-product attention, shared by the reference forward and
 // backward so both see exactly the same scores, masking and dropout. The score and the keys
-// a row sees are those of src/kernels/attention_scores.hpp (through src/ops/sdpa_masking.hpp);
-// K rows are found through the one addressing function (src/ops/sdpa_paging.hpp).
+// a row sees are those of src/core/scores.hpp; K rows are found through the one addressing
+// function (src/core/kv_rows.hpp).
 #pragma once
 
 #include <cmath>
@@ -9,9 +9,9 @@
 #include <limits>
 
 #include "attn/attn.h"
-#include "ops/sdpa_masking.hpp"
-#include "ops/sdpa_paging.hpp"
-#include "ref/dropout.hpp"
+#include "core/scores.hpp"
+#include "core/kv_rows.hpp"
+#include "core/dropout.hpp"
 
 namespace attn::ref::sdpa_row {
 
@@ -22,7 +22,7 @@ inline int64_t kv_head(const attn_sdpa_desc &d, int64_t h) { return h / (d.heads
 
 // Whether the window, the causal limit or kv_len hides key j from query i of batch b.
 inline bool key_hidden(const attn_sdpa_desc &d, int64_t b, int64_t i, int64_t j) {
-    const kernels::key_range r = ops::visibility_for(d, b).row(i);
+    const core::key_range r = core::visibility_for(d, b).row(i);
     return j < r.lo || j >= r.hi;
 }
 
@@ -33,12 +33,12 @@ inline bool key_hidden(const attn_sdpa_desc &d, int64_t b, int64_t i, int64_t j)
 inline float scores(const attn_sdpa_desc &d, const float *q, const float *k, int64_t b, int64_t h,
                     int64_t i, float *s, float *slope = nullptr) {
     const float *q_row = q + b * d.q.batch + h * d.q.head + i * d.q.seq;
-    const kernels::kv_rows k_rows = ops::k_rows_for(d, k, b, kv_head(d, h));
+    const core::kv_rows k_rows = core::k_rows_for(d, k, b, kv_head(d, h));
     const float *mask_row = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
                                          i * d.mask_strides.seq
                                    : nullptr;
-    const kernels::score_terms terms = ops::score_terms_for(d, h);
-    const int64_t at = i + ops::query_offset(d, b);
+    const core::score_terms terms = core::score_terms_for(d, h);
+    const int64_t at = i + core::query_offset(d, b);
     float m = neg_inf;
     for (int64_t j = 0; j < d.len_kv; ++j) {
         if (slope) slope[j] = 0.0f;
@@ -50,8 +50,8 @@ inline float scores(const attn_sdpa_desc &d, const float *q, const float *k, int
         float dot = 0.0f;
         for (int64_t c = 0; c < d.dim_qk; ++c) dot += q_row[c] * k_row[c];
         const float scaled = d.scale * dot;
-        s[j] = kernels::finish_score(terms, scaled, mask_row ? mask_row[j] : 0.0f, at, j);
-        if (slope) slope[j] = kernels::score_slope(terms, scaled);
+        s[j] = core::finish_score(terms, scaled, mask_row ? mask_row[j] : 0.0f, at, j);
+        if (slope) slope[j] = core::score_slope(terms, scaled);
         if (s[j] > m || std::isnan(s[j])) m = s[j];
     }
     return m;

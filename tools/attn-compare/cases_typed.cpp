@@ -1,6 +1,6 @@
 // Sweeps for attention with 16-bit tensors (attn_sdpa): each combination of q, k/v and out
 // types over a few shapes (prefill tiles, split-key decoding, GQA, causal, masks, BSHD),
-// judged by API.md's tolerance rule against double on the stored values.
+// judged by attn.h's tolerance rule (attn_sdpa) against double on the stored values.
 #include <cmath>
 #include <cstring>
 

@@ -23,7 +23,7 @@ public:
     virtual ~problem() = default;
     virtual attn_status run(attn_context *ctx, std::vector<float> &outputs) const = 0;
     virtual std::vector<double> exact() const = 0;
-    // 16-bit problems (API.md's tolerance rule) return true and give, from the reference
+    // 16-bit problems (attn.h's tolerance rule, attn_sdpa) return true and give, from the reference
     // path's outputs, the error against exact() of the plain 16-bit computation (inputs as
     // stored, f32 sums, P rounded to bf16 where allowed, the output rounded once), and the
     // floor of a few units in the last place of the output type; a SIMD result then passes
@@ -91,7 +91,7 @@ void softmax_exact(int64_t rows, int64_t cols, double scale, const double *x, in
 // SDPA forward. q, k, v are read through d's layouts; out [B,Hq,Lq,Dv], weights
 // [B,Hq,Lq,Lkv] and lse [B,Hq,Lq] are written dense (weights and lse may be null).
 // round_p: the weights A keep are rounded to bf16 before A V (the plain 16-bit computation
-// where API.md allows it), the rest stays double.
+// where attn.h allows it), the rest stays double.
 void sdpa_exact(const attn_sdpa_desc &d, const double *q, const double *k, const double *v,
                 double *out, double *weights, double *lse, bool round_p = false);
 

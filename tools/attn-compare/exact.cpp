@@ -41,7 +41,7 @@ struct row_softmax {
     double lse = neg_inf;
 };
 
-// i' - i: query i's position on the key axis, by the alignment of API.md.
+// i' - i: query i's position on the key axis, by the alignment attn.h gives (attn_sdpa_desc).
 inline int64_t query_offset(const attn_sdpa_desc &d, int64_t b) {
     if (d.causal == ATTN_CAUSAL_TOP_LEFT) return 0;
     if (d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN) return d.kv_len[b] - d.len_q;

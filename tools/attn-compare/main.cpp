@@ -29,7 +29,7 @@ const char usage_text[] =
     "  threads     whether 1 thread and all threads give bitwise identical results\n"
     "A case passes when simd-ref <= 2 * ref-exact + 1e-6, the results are bitwise identical\n"
     "across thread counts, and the reference itself is within 1e-3 of the exact result.\n"
-    "16-bit cases (sdpa_typed: q/kv/out types in the shape) follow API.md's rule instead: their\n"
+    "16-bit cases (sdpa_typed: q/kv/out types in the shape) follow attn.h's rule instead: their\n"
     "ref-exact column is the plain 16-bit computation's error (inputs as stored, f32 sums, P\n"
     "rounded to bf16 where allowed, output rounded once), and they pass when\n"
     "simd-exact <= 2 * that + 2 units in the last place of the output type.\n"
@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
         double ref_exact = ref_st == ATTN_OK && exact.size() == ref_out.size()
                                ? max_rel_error(ref_out.data(), exact.data(), exact.size())
                                : INFINITY;
-        // 16-bit cases: the column is the plain 16-bit computation's error (API.md's rule)
+        // 16-bit cases: the column is the plain 16-bit computation's error (attn.h's rule)
         if (p->sixteen_bit() && ref_st == ATTN_OK) ref_exact = p->plain_error(ref_out);
         for (const auto &t : targets) {
             if (progress)

@@ -1,9 +1,9 @@
 // The avx512_bf16 level: AVX-512 with VCVTNEPS2BF16 and VDPBF16PS. Compiled with the AVX-512
 // flags plus -mavx512cd -mavx512bf16 (src/CMakeLists.txt). Its f32 kernels are the AVX-512
-// ones (the same table entries); the entries that use the bf16 instructions are filled here.
-// They are instantiated on xsimd::avx512cd (which derives from avx512f), never on avx512f:
-// an instantiation shared with src/kernels/arch/avx512.cpp would be one symbol, and the
-// linker would keep either copy, with or without the bf16 instructions.
+// ones (the same table entries); the entries that use the bf16 instructions are filled here,
+// instantiated on avx512f in this level's own namespace (isa_namespace.hpp), so no symbol is
+// shared with src/kernels/arch/avx512.cpp's instantiations.
+#define ATTN_ISA_NAMESPACE isa_avx512_bf16
 #include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
 #include "kernels/attention_bf16.hpp"
 #include "kernels/gemm_bf16.hpp"
@@ -13,7 +13,7 @@ namespace attn::kernels {
 const kernel_table *kernel_table_avx512();
 
 const kernel_table *kernel_table_avx512_bf16() {
-    using arch = xsimd::avx512cd;
+    using arch = xsimd::avx512f;
     static const kernel_table table = [] {
         kernel_table t = *kernel_table_avx512();
         t.isa_name = "avx512_bf16";
@@ -23,9 +23,6 @@ const kernel_table *kernel_table_avx512_bf16() {
         // driver shares one loop nest between them. KC = 1024 elements is 512 pairs, the
         // bytes of the f32 panels' 512; measured against KC = 512 at 2048^3 on one thread
         // (Zen 5, per CPU second): 508 against 481-495 GFLOP/s, equal at 1024^3.
-        static_assert(gemm_blocking_for<arch>().mr == gemm_blocking_for<xsimd::avx512f>().mr &&
-                          gemm_blocking_for<arch>().nr == gemm_blocking_for<xsimd::avx512f>().nr,
-                      "pair panels use the f32 tiles");
         t.gemm_kc_bf16 = 1024;
         t.gemm_pack_a_bf16 = &gemm_pack_a_bf16<arch>;
         t.gemm_pack_b_bf16 = &gemm_pack_b_bf16<arch>;

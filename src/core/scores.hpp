@@ -1,7 +1,8 @@
 // The score of a (query, key) pair and the keys a query row sees, defined once for every
 // path: the reference (scalar, src/ref), the SIMD tile loops and the decode kernel (vector
-// forms in attention_score_row.hpp, which follow this file line for line), and both
-// backwards. Plain C++, no xsimd.
+// forms in kernels/attention_score_row.hpp, which follow this file line for line), and both
+// backwards; and the one place where causal, the sliding window, kv_len, softcap, ALiBi and
+// the sinks of an attn_sdpa_desc become that definition. Plain C++, no SIMD, no threads.
 //
 // With i' the query's position on the key axis (see key_visibility::offset):
 //   s = scale * q.k                        the scaled score
@@ -17,8 +18,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
-namespace attn::kernels {
+#include "attn/attn.h"
+
+namespace attn::core {
 
 // The keys [lo, hi) a query row sees; empty when hi <= lo.
 struct key_range {
@@ -82,4 +86,55 @@ inline float score_slope(const score_terms &t, float scaled) {
     return 1.0f - th * th;
 }
 
-}  // namespace attn::kernels
+// Larger than any i + offset can reach: no causal limit.
+inline constexpr int64_t no_causal = std::numeric_limits<int64_t>::max() / 4;
+
+// Keys j >= this are hidden for batch b (kv_len padding), clamped to [0, len_kv].
+inline int64_t keys_in_batch(const attn_sdpa_desc &d, int64_t b) {
+    if (!d.kv_len) return d.len_kv;
+    const int64_t n = d.kv_len[b];
+    return n < 0 ? 0 : (n > d.len_kv ? d.len_kv : n);
+}
+
+inline bool is_causal(const attn_sdpa_desc &d) {
+    return d.causal == ATTN_CAUSAL_TOP_LEFT || d.causal == ATTN_CAUSAL_BOTTOM_RIGHT ||
+           d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
+}
+
+// i' - i for batch b: where query i sits on the key axis.
+inline int64_t query_offset(const attn_sdpa_desc &d, int64_t b) {
+    switch (d.causal) {
+    case ATTN_CAUSAL_TOP_LEFT: return 0;
+    case ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN: return keys_in_batch(d, b) - d.len_q;
+    case ATTN_CAUSAL_NONE:
+    case ATTN_CAUSAL_BOTTOM_RIGHT: return d.len_kv - d.len_q;
+    }
+    return d.len_kv - d.len_q;  // not reached: the API rejects other values
+}
+
+// Row i of batch b sees keys visibility_for(d, b).row(i); causal is the window (-1, 0).
+inline key_visibility visibility_for(const attn_sdpa_desc &d, int64_t b) {
+    key_visibility v;
+    v.offset = query_offset(d, b);
+    v.left = d.window_left;
+    v.right = is_causal(d) ? 0 : d.window_right;
+    v.keys = keys_in_batch(d, b);
+    return v;
+}
+
+// The score terms of query head h.
+inline score_terms score_terms_for(const attn_sdpa_desc &d, int64_t h) {
+    score_terms t;
+    t.scale = d.scale;
+    t.softcap = d.softcap;
+    t.alibi = d.alibi_slopes != nullptr;
+    t.alibi_slope = d.alibi_slopes ? d.alibi_slopes[h] : 0.0f;
+    return t;
+}
+
+// Head h's sink logit (-inf: none).
+inline float sink_for(const attn_sdpa_desc &d, int64_t h) {
+    return d.sinks ? d.sinks[h] : -std::numeric_limits<float>::infinity();
+}
+
+}  // namespace attn::core
