@@ -1,5 +1,6 @@
-// attn_convert on 64 Mi elements (far beyond L3), against memcpy moving the same number of
-// bytes (read + written) in the same binary:
+// attn_convert on 64 Mi elements (256 MiB in f32, 128 MiB in 16 bits: beyond the L3 of most
+// machines, not of all; machine/read_bw_* report the L3 size this machine has), against
+// memcpy moving the same number of bytes (read + written) in the same binary:
 //   convert/simd/<isa>/threads:{1,2}/<src>_to_<dst>/67108864   every ISA this CPU runs
 //   convert/memcpy/-/threads:{1,2}/<bytes>B                      memcpy of (src + dst) / 2
 //                                                                bytes per element; two

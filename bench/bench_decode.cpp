@@ -5,7 +5,10 @@
 //   L in {1024, 4096}.
 // GB/s counts the K and V bytes as stored (2 per element for 16 bits), read once per call:
 // compare with machine/read_bw_decode (the same access pattern over 128 MiB) and across types
-// (16-bit KV decode against the f32-KV decode of the same shape, in one run).
+// (16-bit KV decode against the f32-KV decode of the same shape, in one run). The K and V
+// span 4 to 128 MiB here: a ratio across types compares working sets of different sizes,
+// which may sit on either side of this machine's L3 (its size: machine/read_bw_*'s L3_MiB);
+// label such a ratio as crossing the L3, not as bytes alone.
 #include <cstdint>
 #include <cstring>
 #include <string>

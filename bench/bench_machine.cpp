@@ -1,12 +1,16 @@
 // This machine's limits, the yardsticks for every other benchmark:
 //   machine/fma_peak/<isa>/threads:<n>   GFLOP/s of independent FMA chains at that ISA's width
-//   machine/read_bw/<isa>/threads:<n>/1GiB_dram
-//                                        GB/s of summing a 1 GiB array: over twice this Xeon's
-//                                        480 MB L3, so it streams from DRAM
-//   machine/read_bw_decode/<isa>/threads:<n>/128MiB_decode_KV
+//   machine/read_bw/<isa>/threads:<n>/1GiB_<where>
+//                                        GB/s of summing a 1 GiB array
+//   machine/read_bw_decode/<isa>/threads:<n>/128MiB_decode_KV_<where>
 //                                        the same at 128 MiB, the K and V that the decode
 //                                        benchmark reads (sdpa .../decode_H32_Lq1_Lk4096_D128):
-//                                        it fits the L3, so that is the figure to compare with
+//                                        the figure to compare decode's GB/s with
+//   <where> is "beyond_L3" when the array is larger than this machine's last-level cache (read
+//   at run time: sysconf(_SC_LEVEL3_CACHE_SIZE), else /sys/devices/system/cpu/cpu0/cache),
+//   so the rate is mostly DRAM's, "within_L3" when it fits (part of it may then stay cached
+//   from one pass to the next), "L3_unknown" when the machine does not say; each also reports
+//   the L3 size it read as the counter L3_MiB.
 // Both also report GB/s_cpu, per second the reading threads were on a CPU (bench_common.hpp):
 // the wall-time GB/s falls with the machine's load.
 //   machine/bf16_peak/avx512_bf16/threads:<n>/vdpbf16ps, machine/bf16_peak/amx/threads:<n>/tdpbf16ps
@@ -14,9 +18,14 @@
 //                                        f32 sums), where the CPU has them
 //   exp/attn/<isa>/threads:1/4096, exp/xsimd/<isa>/threads:1/4096
 //                                        the library's exp against xsimd::exp, in L1
-// n threads each run the same loop on their own data (std::thread, one per core here).
+// n threads each run the same loop on their own data (std::thread each).
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <new>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -73,6 +82,30 @@ void bf16_peak(benchmark::State &state, const machine_kernels *k, int threads, b
                          (amx ? k->amx_flops_per_rep : k->bf16_flops_per_rep));
 }
 
+// The last-level (L3) cache of one CPU in bytes, as the machine reports it; 0 if unknown.
+double l3_bytes() {
+    const long from_sysconf = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (from_sysconf > 0) return double(from_sysconf);
+    for (int index = 0; index < 8; ++index) {
+        const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+        std::ifstream level(dir + "/level"), size(dir + "/size");
+        int l = 0;
+        std::string text;
+        if (!(level >> l) || l != 3 || !(size >> text) || text.empty()) continue;
+        const char unit = text.back();
+        const double n = std::atof(text.c_str());
+        return unit == 'K' ? n * 1024.0 : unit == 'M' ? n * 1048576.0 : n;
+    }
+    return 0.0;
+}
+
+// Where an array of `bytes` sits against this machine's L3 (the benchmark name's last part).
+std::string against_l3(size_t bytes) {
+    const double l3 = l3_bytes();
+    if (l3 <= 0.0) return "L3_unknown";
+    return double(bytes) > l3 ? "beyond_L3" : "within_L3";
+}
+
 struct aligned_array {
     explicit aligned_array(size_t n)
         : data(static_cast<float *>(::operator new(n * sizeof(float), std::align_val_t(64)))), size(n) {
@@ -98,6 +131,7 @@ void read_bandwidth(benchmark::State &state, const machine_kernels *k, int threa
     }
     const double bytes_per_iteration = double(share) * threads * sizeof(float);
     set_bytes(state, bytes_per_iteration);
+    state.counters["L3_MiB"] = l3_bytes() / 1048576.0;
     set_bytes_per_cpu_second(state, bytes_per_iteration * double(state.iterations()),
                              process_cpu_seconds() - cpu_start, threads);
 }
@@ -129,12 +163,14 @@ bool register_machine() {
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
             benchmark::RegisterBenchmark(
-                bench_name("machine", "read_bw", isa_name(isa), threads, "1GiB_dram").c_str(),
+                bench_name("machine", "read_bw", isa_name(isa), threads,
+                           "1GiB_" + against_l3(size_t(1) << 30)).c_str(),
                 read_bandwidth, k, threads, size_t(1) << 30)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
             benchmark::RegisterBenchmark(bench_name("machine", "read_bw_decode", isa_name(isa),
-                                                    threads, "128MiB_decode_KV")
+                                                    threads,
+                                                    "128MiB_decode_KV_" + against_l3(size_t(128) << 20))
                                              .c_str(),
                                          read_bandwidth, k, threads, size_t(128) << 20)
                 ->UseRealTime()

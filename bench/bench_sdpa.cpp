@@ -1,8 +1,11 @@
 // Scaled dot-product attention, B = 1, fp32:
 //   sdpa/simd/<isa>/threads:{1,2}/H8_L<L>_D<D>[_causal]   L in {512, 2048, 4096}, D in {64, 128}
 //   sdpa/ref/-/threads:1/H8_L512_D<D>[_causal]           the reference, small shapes only
-//   sdpa/openblas/-/threads:{1,2}/H8_L<L>_D<D>           attention composed per head from
-//       cblas_sgemm (S = scale Q K^T), attn_softmax_f32 (SIMD, same threads), cblas_sgemm (P V)
+//   sdpa/onednn/-/threads:{1,2}/H8_L<L>_D<D>             attention composed per head from
+//       oneDNN's dnnl_sgemm (S = scale Q K^T), attn_softmax_f32, dnnl_sgemm (P V), all on
+//       OpenMP's threads (as sdpa/onednn_bf16 below): the strongest f32 peer
+//   sdpa/openblas/-/threads:{1,2}/H8_L<L>_D<D>           the same from cblas_sgemm, the softmax
+//       on attn's TBB threads (OpenBLAS's pool and TBB's share the cores at 2 threads)
 //   sdpa/simd/<isa>/threads:{1,2}/decode_H32_Lq1_Lk4096_D128   one query against a long cache
 //   sdpa/simd/<isa>/threads:{1,2}/decode_H32_KV8_Lq1_Lk4096_D128   the same with grouped-query
 //       attention, 32 query heads over 8 KV heads (each K and V row read once for 4 heads)
@@ -18,8 +21,9 @@
 //       spin-waiting, 16 parallel regions per call on a shared two-core machine ran 4x slower
 //       (the same with attn's TBB threads doing the softmax); passive, 2x faster than 1 thread.
 // GFLOP/s = 4 B H Lq Lk D / time (half for causal: only the visible half is work). The decode
-// shapes also report GB/s of K and V read once (128 MiB, 32 MiB with 8 KV heads: they fit this
-// Xeon's L3, so compare with machine/read_bw_decode), and GB/s_cpu per second on a CPU.
+// shapes also report GB/s of K and V read once (128 MiB, 32 MiB with 8 KV heads) and GB/s_cpu
+// per second on a CPU; whether that is a rate from cache or from DRAM depends on the machine's
+// last-level cache (machine/read_bw_decode and bench_machine.cpp's cache line read it).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -149,8 +153,9 @@ void sdpa_openblas(benchmark::State &state, sdpa_shape s, int threads) {
 #endif
 
 #ifdef ATTN_BENCH_HAVE_DNNL
-// The composition with oneDNN's bf16 matmul (see the header), primitives created once.
-void sdpa_onednn_bf16(benchmark::State &state, sdpa_shape s, int threads) {
+// One single-thread attn context per OpenMP thread (the softmax between oneDNN's matmuls runs
+// on OpenMP's threads, as oneDNN does); empty after SkipWithError.
+std::vector<attn_context *> omp_contexts(benchmark::State &state, int threads) {
     omp_set_num_threads(threads);
     std::vector<attn_context *> ctxs(static_cast<size_t>(threads), nullptr);
     for (int t = 0; t < threads; ++t) {
@@ -160,9 +165,59 @@ void sdpa_onednn_bf16(benchmark::State &state, sdpa_shape s, int threads) {
         cfg.num_threads = 1;
         if (attn_context_create(&cfg, &ctxs[size_t(t)]) != ATTN_OK) {
             state.SkipWithError("attn_context_create failed");
-            return;
+            for (attn_context *c : ctxs) attn_context_destroy(c);
+            return {};
         }
     }
+    return ctxs;
+}
+
+// f32 attention composed per head from oneDNN's sgemm (S = scale Q K^T, then O = P V) around
+// attn_softmax_f32 on OpenMP's threads: the textbook composition on the strongest f32 GEMM
+// available, every part on OpenMP's threads (oneDNN's own).
+void sdpa_onednn(benchmark::State &state, sdpa_shape s, int threads) {
+    std::vector<attn_context *> ctxs = omp_contexts(state, threads);
+    if (ctxs.empty()) return;
+    sdpa_data x(s);
+    const int64_t L = s.len_q, Lk = s.len_kv, D = s.dim;
+    std::vector<float> scores(size_t(L * Lk));
+    const float scale = 1.0f / std::sqrt(float(D));
+    auto one_pass = [&]() {
+        for (int64_t h = 0; h < s.heads; ++h) {
+            const float *q = x.q.data() + h * L * D, *k = x.k.data() + h * Lk * D,
+                        *v = x.v.data() + h * Lk * D;
+            if (dnnl_sgemm('N', 'T', L, Lk, D, scale, q, D, k, D, 0.0f, scores.data(), Lk) !=
+                dnnl_success)
+                return false;
+            bool ok = true;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(&& : ok)
+            for (int t = 0; t < threads; ++t) {
+                const int64_t r0 = L * t / threads, r1 = L * (t + 1) / threads;
+                float *p = scores.data() + r0 * Lk;
+                ok = attn_softmax_f32(ctxs[size_t(t)], r1 - r0, Lk, 1.0f, p, Lk, p, Lk) == ATTN_OK;
+            }
+            if (!ok || dnnl_sgemm('N', 'N', L, D, Lk, 1.0f, scores.data(), Lk, v, D, 0.0f,
+                                  x.out.data() + h * L * D, D) != dnnl_success)
+                return false;
+        }
+        return true;
+    };
+    one_pass();  // warm-up: OpenMP's threads start here
+    for (auto _ : state) {
+        if (!one_pass()) {
+            state.SkipWithError("dnnl_sgemm or attn_softmax_f32 failed");
+            break;
+        }
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, s.flops());
+    for (attn_context *c : ctxs) attn_context_destroy(c);
+}
+
+// The composition with oneDNN's bf16 matmul (see the header), primitives created once.
+void sdpa_onednn_bf16(benchmark::State &state, sdpa_shape s, int threads) {
+    std::vector<attn_context *> ctxs = omp_contexts(state, threads);
+    if (ctxs.empty()) return;
     sdpa_data x(s);
     const std::vector<uint16_t> q16 = to_bf16(x.q), k16 = to_bf16(x.k), v16 = to_bf16(x.v);
     const int64_t L = s.len_q, Lk = s.len_kv, D = s.dim;
@@ -269,6 +324,11 @@ bool register_sdpa() {
             for (int threads : {1, 2})
                 add(bench_name("sdpa", "simd", isa_name(isa), threads, s.name()), sdpa_attn, s,
                     ATTN_IMPL_SIMD, isa, threads);
+#ifdef ATTN_BENCH_HAVE_DNNL
+        if (!s.causal && s.len_q > 1)
+            for (int threads : {1, 2})
+                add(bench_name("sdpa", "onednn", "-", threads, s.name()), sdpa_onednn, s, threads);
+#endif
 #ifdef ATTN_BENCH_HAVE_OPENBLAS
         if (!s.causal && s.len_q > 1)
             for (int threads : {1, 2})

@@ -238,6 +238,7 @@ INSTANTIATE_TEST_SUITE_P(paths, convert_test, testing::ValuesIn(attn_test::all_p
 
 // Blocks are converted independently: one thread and two give the same bits (several blocks).
 TEST(convert_threads, one_and_two_threads_agree) {
+    ATTN_SKIP_UNLESS_THREADS(2);
     std::mt19937 gen(11);
     std::vector<float> x(300007);
     for (auto &v : x) v = from_bits(uint32_t(gen()));

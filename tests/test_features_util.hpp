@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ref/convert.hpp"
 #include "test_util.hpp"
 
 namespace attn_test {
@@ -28,9 +29,73 @@ inline bool oracle_visible(const attn_sdpa_desc &d, int64_t b, int64_t i, int64_
     return true;
 }
 
-// Attention in double over dense BHSD q [B,Hq,Lq,Dqk], k [B,Hkv,Lkv,Dqk], v [B,Hkv,Lkv,Dv]
-// (the logical K/V, whatever pages d describes); out [B,Hq,Lq,Dv]. sinks: one per query head
-// (empty: d.sinks, or none). Fills lse [B,Hq,Lq] and weights [B,Hq,Lq,Lkv] when given.
+// Attention in the number type T over dense BHSD q [B,Hq,Lq,Dqk], k [B,Hkv,Lkv,Dqk],
+// v [B,Hkv,Lkv,Dv] (the logical K/V, whatever pages d describes); out [B,Hq,Lq,Dv]. sinks: one
+// per query head (empty: d.sinks, or none). Fills lse [B,Hq,Lq] and weights [B,Hq,Lq,Lkv]
+// when given. round_p: each weight rounded to bf16 before P V (what the 16-bit rule allows
+// when V is bf16). T = double: the oracle (sdpa_features_double); T = float with the rule's
+// roundings: the plain computation, the yardstick.
+template <class T>
+std::vector<T> sdpa_features_in(const attn_sdpa_desc &d, const std::vector<T> &q,
+                                const std::vector<T> &k, const std::vector<T> &v,
+                                std::vector<T> *lse = nullptr, std::vector<T> *weights = nullptr,
+                                const std::vector<T> *sinks = nullptr, bool round_p = false) {
+    const int64_t B = d.batch, Hq = d.heads_q, Hkv = d.heads_kv, Lq = d.len_q, Lk = d.len_kv;
+    const int64_t Dk = d.dim_qk, Dv = d.dim_v, group = Hq / Hkv;
+    std::vector<T> out(size_t(B * Hq * Lq * Dv), T(0));
+    if (lse) lse->assign(size_t(B * Hq * Lq), T(-INFINITY));
+    if (weights) weights->assign(size_t(B * Hq * Lq * Lk), T(0));
+    std::vector<T> s(static_cast<size_t>(Lk));
+    std::vector<bool> seen(static_cast<size_t>(Lk));
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hq; ++h)
+            for (int64_t i = 0; i < Lq; ++i) {
+                const int64_t hk = h / group, row = (b * Hq + h) * Lq + i;
+                const int64_t at = i + oracle_offset(d, b);
+                T sink = T(-INFINITY);
+                if (sinks && !sinks->empty()) sink = (*sinks)[size_t(h)];
+                else if (d.sinks) sink = T(d.sinks[h]);
+                T m = sink;
+                bool any = false;
+                for (int64_t j = 0; j < Lk; ++j) {
+                    seen[j] = oracle_visible(d, b, i, j);
+                    if (!seen[j]) continue;
+                    T dot = T(0);
+                    for (int64_t c = 0; c < Dk; ++c)
+                        dot += q[size_t(row * Dk + c)] * k[size_t(((b * Hkv + hk) * Lk + j) * Dk + c)];
+                    T x = T(d.scale) * dot;
+                    if (d.softcap > 0.0f) x = T(d.softcap) * T(std::tanh(x / T(d.softcap)));
+                    if (d.mask)
+                        x += T(d.mask[b * d.mask_strides.batch + h * d.mask_strides.head +
+                                      i * d.mask_strides.seq + j]);
+                    if (d.alibi_slopes) x -= T(d.alibi_slopes[h]) * T(std::fabs(double(at - j)));
+                    s[j] = x;
+                    seen[j] = x != T(-INFINITY);
+                    if (seen[j]) any = true, m = std::max(m, x);
+                }
+                if (!any) {  // no visible key: zeros, lse = the sink
+                    if (lse) (*lse)[size_t(row)] = sink;
+                    continue;
+                }
+                T sum = sink == T(-INFINITY) ? T(0) : T(std::exp(sink - m));
+                for (int64_t j = 0; j < Lk; ++j) sum += seen[j] ? T(std::exp(s[j] - m)) : T(0);
+                const uint32_t key = attn::dropout::row_key(d.dropout_seed, b, h, i);
+                const uint32_t thresh = attn::dropout::threshold(d.dropout_p);
+                for (int64_t j = 0; j < Lk; ++j) {
+                    if (!seen[j]) continue;
+                    T w = T(std::exp(s[j] - m)) / sum;
+                    if (weights) (*weights)[size_t(row * Lk + j)] = w;
+                    if (d.dropout_p > 0.0f)
+                        w = attn::dropout::dropped(key, j, thresh) ? T(0) : w / (T(1) - T(d.dropout_p));
+                    if (round_p) w = T(attn::convert::bf16_to_f32(attn::convert::f32_to_bf16(float(w))));
+                    for (int64_t c = 0; c < Dv; ++c)
+                        out[size_t(row * Dv + c)] += w * v[size_t(((b * Hkv + hk) * Lk + j) * Dv + c)];
+                }
+                if (lse) (*lse)[size_t(row)] = m + T(std::log(sum));
+            }
+    return out;
+}
+
 inline std::vector<double> sdpa_features_double(const attn_sdpa_desc &d,
                                                 const std::vector<double> &q,
                                                 const std::vector<double> &k,
@@ -38,59 +103,7 @@ inline std::vector<double> sdpa_features_double(const attn_sdpa_desc &d,
                                                 std::vector<double> *lse = nullptr,
                                                 std::vector<double> *weights = nullptr,
                                                 const std::vector<double> *sinks = nullptr) {
-    const int64_t B = d.batch, Hq = d.heads_q, Hkv = d.heads_kv, Lq = d.len_q, Lk = d.len_kv;
-    const int64_t Dk = d.dim_qk, Dv = d.dim_v, group = Hq / Hkv;
-    std::vector<double> out(size_t(B * Hq * Lq * Dv), 0.0);
-    if (lse) lse->assign(size_t(B * Hq * Lq), -INFINITY);
-    if (weights) weights->assign(size_t(B * Hq * Lq * Lk), 0.0);
-    std::vector<double> s(static_cast<size_t>(Lk));
-    std::vector<bool> seen(static_cast<size_t>(Lk));
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < Hq; ++h)
-            for (int64_t i = 0; i < Lq; ++i) {
-                const int64_t hk = h / group, row = (b * Hq + h) * Lq + i;
-                const int64_t at = i + oracle_offset(d, b);
-                double sink = -INFINITY;
-                if (sinks && !sinks->empty()) sink = (*sinks)[size_t(h)];
-                else if (d.sinks) sink = d.sinks[h];
-                double m = sink;
-                bool any = false;
-                for (int64_t j = 0; j < Lk; ++j) {
-                    seen[j] = oracle_visible(d, b, i, j);
-                    if (!seen[j]) continue;
-                    double dot = 0.0;
-                    for (int64_t c = 0; c < Dk; ++c)
-                        dot += q[size_t(row * Dk + c)] * k[size_t(((b * Hkv + hk) * Lk + j) * Dk + c)];
-                    double x = double(d.scale) * dot;
-                    if (d.softcap > 0.0f) x = double(d.softcap) * std::tanh(x / double(d.softcap));
-                    if (d.mask)
-                        x += d.mask[b * d.mask_strides.batch + h * d.mask_strides.head +
-                                    i * d.mask_strides.seq + j];
-                    if (d.alibi_slopes) x -= double(d.alibi_slopes[h]) * std::fabs(double(at - j));
-                    s[j] = x;
-                    seen[j] = x != -INFINITY;
-                    if (seen[j]) any = true, m = std::max(m, x);
-                }
-                if (!any) {  // no visible key: zeros, lse = the sink
-                    if (lse) (*lse)[size_t(row)] = sink;
-                    continue;
-                }
-                double sum = sink == -INFINITY ? 0.0 : std::exp(sink - m);
-                for (int64_t j = 0; j < Lk; ++j) sum += seen[j] ? std::exp(s[j] - m) : 0.0;
-                const uint32_t key = attn::dropout::row_key(d.dropout_seed, b, h, i);
-                const uint32_t thresh = attn::dropout::threshold(d.dropout_p);
-                for (int64_t j = 0; j < Lk; ++j) {
-                    if (!seen[j]) continue;
-                    double w = std::exp(s[j] - m) / sum;
-                    if (weights) (*weights)[size_t(row * Lk + j)] = w;
-                    if (d.dropout_p > 0.0f)
-                        w = attn::dropout::dropped(key, j, thresh) ? 0.0 : w / (1.0 - d.dropout_p);
-                    for (int64_t c = 0; c < Dv; ++c)
-                        out[size_t(row * Dv + c)] += w * v[size_t(((b * Hkv + hk) * Lk + j) * Dv + c)];
-                }
-                if (lse) (*lse)[size_t(row)] = m + std::log(sum);
-            }
-    return out;
+    return sdpa_features_in<double>(d, q, k, v, lse, weights, sinks);
 }
 
 // The standard ALiBi slopes of H heads: 2^(-8 (h + 1) / H).

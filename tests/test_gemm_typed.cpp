@@ -287,6 +287,7 @@ TEST(gemm_typed_simd, f32_entry_points_bitwise_equal) {
 
 // One thread and two give the same bits, with 16-bit inputs and a 16-bit C.
 TEST(gemm_typed_simd, one_and_two_threads_bitwise) {
+    ATTN_SKIP_UNLESS_THREADS(2);
     const int64_t m = 200, n = 150, k = 700;
     typed a(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(m * k), 5));
     typed b(ATTN_DTYPE_F16, attn_test::random_tensor(size_t(k * n), 6));
@@ -307,6 +308,7 @@ TEST(gemm_typed_simd, one_and_two_threads_bitwise) {
 // The same for the pair panels: bf16 A and B (strict) and f32 A and B under fpmath bf16,
 // several row blocks and two depth blocks, both transposes.
 TEST(gemm_typed_simd, pair_panels_one_and_two_threads_bitwise) {
+    ATTN_SKIP_UNLESS_THREADS(2);
     const int64_t m = 530, n = 170, k = 1301;
     typed a16(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(m * k), 8));
     typed b16(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(k * n), 9));

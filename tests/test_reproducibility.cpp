@@ -144,6 +144,7 @@ std::vector<op_case> all_cases() {
 class reproducibility : public testing::TestWithParam<attn_test::path> {};
 
 TEST_P(reproducibility, bitwise_identical_across_thread_counts_and_runs) {
+    ATTN_SKIP_UNLESS_THREADS(2);
     const auto cases = all_cases();
     std::vector<floats> first(cases.size());
     for (int threads = 1; threads <= 4; ++threads) {

@@ -45,6 +45,7 @@ struct problem {
 class SdpaBackwardFused : public testing::TestWithParam<attn_test::path> {};
 
 TEST_P(SdpaBackwardFused, KeyChunksAndGroupsBitwiseAcrossThreads) {
+    ATTN_SKIP_UNLESS_THREADS(2);
     // one kv head and 1000 keys: 8 key tiles, so dQ is summed from several chunks; and a
     // group of 4 query heads over one kv head, bottom-right causal
     const problem cases[] = {problem(1, 1, 300, 1000, 32, ATTN_CAUSAL_NONE),

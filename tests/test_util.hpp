@@ -36,6 +36,25 @@ inline context_ptr make_context(attn_impl impl, attn_isa isa = ATTN_ISA_AUTO, in
     return context_ptr(c);
 }
 
+// The hardware threads a context may use: the library caps a context's threads at this count
+// (a context asking for all threads reports it).
+inline int hardware_threads() {
+    const context_ptr all = make_context(ATTN_IMPL_SIMD, ATTN_ISA_AUTO, 0);
+    return all ? attn_context_num_threads(all.get()) : 1;
+}
+
+// A test that compares results for different thread counts compares something only when the
+// machine runs at least 2 threads: with fewer, every count is capped to the same one and the
+// comparison would pass whatever the code does. Skips the test, by name, with the reason.
+#define ATTN_SKIP_UNLESS_THREADS(n)                                                            \
+    do {                                                                                       \
+        const int attn_hw_ = attn_test::hardware_threads();                                    \
+        if (attn_hw_ < (n))                                                                    \
+            GTEST_SKIP() << "needs " << (n) << " hardware threads to compare thread counts; "  \
+                         << "this machine runs " << attn_hw_                                   \
+                         << " (a context's threads are capped at the hardware's)";             \
+    } while (0)
+
 // One configuration a test runs under: the reference, or the SIMD path capped at one ISA.
 struct path {
     attn_impl impl;
@@ -151,59 +170,79 @@ inline std::vector<double> to_double(const std::vector<float> &x) {
     return std::vector<double>(x.begin(), x.end());
 }
 
-// Attention in double over dense BHSD tensors q [B,Hq,Lq,Dqk], k [B,Hkv,Lkv,Dqk],
-// v [B,Hkv,Lkv,Dv]; returns out [B,Hq,Lq,Dv]. Takes from d: the shapes, scale, causal,
-// mask (with its strides), kv_len and dropout (through src/ref/dropout.hpp, the generator
-// the API specifies); d's layouts, weights and lse are ignored. Fills *lse ([B,Hq,Lq],
-// -inf for a fully masked row) when given.
-inline std::vector<double> sdpa_double(const attn_sdpa_desc &d, const std::vector<double> &q,
-                                       const std::vector<double> &k,
-                                       const std::vector<double> &v,
-                                       std::vector<double> *lse = nullptr) {
+// Attention over dense BHSD tensors q [B,Hq,Lq,Dqk], k [B,Hkv,Lkv,Dqk], v [B,Hkv,Lkv,Dv] in the
+// number type T, by the textbook formula (scores, softmax as e^(s - max) / sum, P V, one
+// rounding per operation in T); returns out [B,Hq,Lq,Dv]. Takes from d: the shapes, scale,
+// causal, mask (with its strides), kv_len and dropout (through src/ref/dropout.hpp, the
+// generator the API specifies); d's layouts, weights and lse are ignored. Fills *lse
+// ([B,Hq,Lq], -inf for a fully masked row) when given. T = double is the oracle
+// (sdpa_double); T = float is the plain float32 computation, the yardstick (sdpa_float).
+template <class T>
+std::vector<T> sdpa_in(const attn_sdpa_desc &d, const std::vector<T> &q, const std::vector<T> &k,
+                       const std::vector<T> &v, std::vector<T> *lse = nullptr) {
     const int64_t B = d.batch, Hq = d.heads_q, Hkv = d.heads_kv, Lq = d.len_q, Lk = d.len_kv;
     const int64_t Dk = d.dim_qk, Dv = d.dim_v, group = Hq / Hkv;
-    std::vector<double> out(size_t(B * Hq * Lq * Dv), 0.0);
-    if (lse) lse->assign(size_t(B * Hq * Lq), -INFINITY);
-    std::vector<double> s(static_cast<size_t>(Lk));
+    std::vector<T> out(size_t(B * Hq * Lq * Dv), T(0));
+    if (lse) lse->assign(size_t(B * Hq * Lq), T(-INFINITY));
+    std::vector<T> s(static_cast<size_t>(Lk));
     std::vector<bool> seen(static_cast<size_t>(Lk));
     for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < Hq; ++h)
             for (int64_t i = 0; i < Lq; ++i) {
                 const int64_t hk = h / group;
-                double m = -INFINITY;
+                T m = T(-INFINITY);
                 for (int64_t j = 0; j < Lk; ++j) {
                     bool visible = true;
                     if (d.causal == ATTN_CAUSAL_TOP_LEFT) visible = j <= i;
                     if (d.causal == ATTN_CAUSAL_BOTTOM_RIGHT) visible = j <= i + Lk - Lq;
                     if (d.kv_len && j >= d.kv_len[b]) visible = false;
-                    double dot = 0.0;
+                    T dot = T(0);
                     for (int64_t c = 0; c < Dk; ++c)
                         dot += q[size_t(((b * Hq + h) * Lq + i) * Dk + c)] *
                                k[size_t(((b * Hkv + hk) * Lk + j) * Dk + c)];
-                    s[j] = double(d.scale) * dot;
+                    s[size_t(j)] = T(d.scale) * dot;
                     if (d.mask)
-                        s[j] += d.mask[b * d.mask_strides.batch + h * d.mask_strides.head +
-                                       i * d.mask_strides.seq + j];
-                    seen[j] = visible && s[j] != -INFINITY;
-                    if (seen[j]) m = std::max(m, s[j]);
+                        s[size_t(j)] += T(d.mask[b * d.mask_strides.batch + h * d.mask_strides.head +
+                                                 i * d.mask_strides.seq + j]);
+                    seen[size_t(j)] = visible && s[size_t(j)] != T(-INFINITY);
+                    if (seen[size_t(j)]) m = std::max(m, s[size_t(j)]);
                 }
-                if (m == -INFINITY) continue;  // fully masked: zeros, lse -inf
-                double sum = 0.0;
-                for (int64_t j = 0; j < Lk; ++j) sum += seen[j] ? std::exp(s[j] - m) : 0.0;
+                if (m == T(-INFINITY)) continue;  // fully masked: zeros, lse -inf
+                T sum = T(0);
+                for (int64_t j = 0; j < Lk; ++j)
+                    sum += seen[size_t(j)] ? T(std::exp(s[size_t(j)] - m)) : T(0);
                 const uint32_t key = attn::dropout::row_key(d.dropout_seed, b, h, i);
                 const uint32_t thresh = attn::dropout::threshold(d.dropout_p);
                 for (int64_t j = 0; j < Lk; ++j) {
-                    if (!seen[j]) continue;
-                    double w = std::exp(s[j] - m) / sum;
+                    if (!seen[size_t(j)]) continue;
+                    T w = T(std::exp(s[size_t(j)] - m)) / sum;
                     if (d.dropout_p > 0.0f)
-                        w = attn::dropout::dropped(key, j, thresh) ? 0.0 : w / (1.0 - d.dropout_p);
+                        w = attn::dropout::dropped(key, j, thresh) ? T(0)
+                                                                   : w / (T(1) - T(d.dropout_p));
                     for (int64_t c = 0; c < Dv; ++c)
                         out[size_t(((b * Hq + h) * Lq + i) * Dv + c)] +=
                             w * v[size_t(((b * Hkv + hk) * Lk + j) * Dv + c)];
                 }
-                if (lse) (*lse)[size_t((b * Hq + h) * Lq + i)] = m + std::log(sum);
+                if (lse) (*lse)[size_t((b * Hq + h) * Lq + i)] = m + T(std::log(sum));
             }
     return out;
+}
+
+inline std::vector<double> sdpa_double(const attn_sdpa_desc &d, const std::vector<double> &q,
+                                       const std::vector<double> &k,
+                                       const std::vector<double> &v,
+                                       std::vector<double> *lse = nullptr) {
+    return sdpa_in<double>(d, q, k, v, lse);
+}
+
+inline std::vector<float> sdpa_float(const attn_sdpa_desc &d, const std::vector<float> &q,
+                                     const std::vector<float> &k, const std::vector<float> &v,
+                                     std::vector<float> *lse = nullptr) {
+    return sdpa_in<float>(d, q, k, v, lse);
+}
+
+inline std::vector<float> to_float(const std::vector<double> &x) {
+    return std::vector<float>(x.begin(), x.end());
 }
 
 // max |got - want| / (1 + |want|) of a float result against a double oracle.
@@ -220,6 +259,36 @@ inline double max_rel_error(const std::vector<float> &got, const std::vector<dou
         if (e > worst) worst = e;
     }
     return worst;
+}
+
+// ---------------------------------------------------------------------------------------
+// The yardstick rule of every accuracy test, applied to every path, the reference included.
+// A result `got` is judged against `exact`, float64 computed in the test (the oracle), never
+// against another path of the library. Its error e(x) = max |x - exact| / (1 + |exact|) may
+// be at most twice that of `plain`, the same computation in plain float32 written in the test
+// (the textbook order, one rounding per operation: what f32 arithmetic of this problem errs
+// by), plus `floor`: a few float32 units in the last place at 1 (2^-23 = 1.2e-7 each) for an
+// equally valid summation order or a few-ulp exp where the plain computation happens to be
+// nearly exact. A wrong reference cannot widen the bound: the plain computation does not
+// call the library.
+inline testing::AssertionResult within_yardstick(const float *got, size_t n,
+                                                 const std::vector<float> &plain,
+                                                 const std::vector<double> &exact, double floor) {
+    if (plain.size() != n || exact.size() != n)
+        return testing::AssertionFailure() << "sizes differ: got " << n << ", plain "
+                                           << plain.size() << ", exact " << exact.size();
+    const std::vector<float> g(got, got + n);
+    const double e_got = max_rel_error(g, exact), e_plain = max_rel_error(plain, exact);
+    if (e_got <= 2.0 * e_plain + floor)
+        return testing::AssertionSuccess() << "error " << e_got << ", plain f32 " << e_plain;
+    return testing::AssertionFailure() << "error " << e_got << " against float64 exceeds 2 x "
+                                       << e_plain << " (the plain f32 computation's) + " << floor;
+}
+
+inline testing::AssertionResult within_yardstick(const std::vector<float> &got,
+                                                 const std::vector<float> &plain,
+                                                 const std::vector<double> &exact, double floor) {
+    return within_yardstick(got.data(), got.size(), plain, exact, floor);
 }
 
 }  // namespace attn_test

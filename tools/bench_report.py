@@ -3,7 +3,8 @@
 
   bench_report.py summary BUILD/bench/attn_bench
       A short run over a few shapes per op; prints reference vs SIMD (best ISA),
-      1 thread vs N threads, and attn vs OpenBLAS/oneDNN where present.
+      1 thread vs N threads, and attn vs oneDNN (the strongest peer) and OpenBLAS where
+      present, at 1 and N threads.
   bench_report.py charts BUILD/bench/attn_bench --out docs/charts [--json FILE]
       The full benchmark set (or a saved JSON run); writes PNG charts next to
       docs/performance.md with the tables of that one run.
@@ -28,7 +29,8 @@ import tempfile
 
 ISA_ORDER = ["sse4", "avx2", "avx512", "avx512_bf16", "amx"]  # best last
 REFERENCE, SIMD = "ref", "simd"
-PEER_ORDER = ["openblas", "onednn"]                 # the summary's peer column: first found
+# The peers, strongest first: oneDNN (f32 and bf16 GEMM near the FMA peak), then OpenBLAS.
+PEER_ORDER = ["onednn", "onednn_bf16", "openblas"]
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 # Suffixes Google Benchmark appends to a name (UseRealTime(), MinTime(), ...).
 NAME_SUFFIX = re.compile(r"^(real_time|process_time|manual_time|min_time:.*|iterations:.*|"
@@ -153,6 +155,7 @@ def run_bench(binary, filter_regex, min_time, json_out):
     ctx = doc.setdefault("context", {})
     ctx["load_average_before"], ctx["load_average_after"] = load_before, os.getloadavg()[0]
     ctx["attn_build_type"] = cmake_build_type(binary)
+    ctx["cpu_model"], ctx["os"] = cpu_model(), f"{platform.system()} {platform.release()}"
     ctx["attn_bench_command"] = shlex.join(c for c in cmd if not c.startswith("--benchmark_out"))
     return doc
 
@@ -228,10 +231,13 @@ def fmt_rate(r):
 
 
 def summary_rows(run):
-    """One row per (op, shape): reference, SIMD on the best ISA at 1 and N threads, peers."""
+    """One row per (op, shape): reference, SIMD on the best ISA at 1 and N threads, and the
+    peers measured for that shape, strongest first (PEER_ORDER), each on its own threads at 1
+    and N: the first peer at both counts, the next beside it at N."""
     n = max(run.thread_counts(), default=1)
     header = ["op/shape", "ref ms", "simd 1t ms", "isa", "simd/ref", f"simd {n}t ms",
-              f"simd {n}t rate", f"{n}t/1t", "peer", f"peer {n}t ms", "attn/peer"]
+              f"simd {n}t rate", f"{n}t/1t", "peer", "peer 1t ms", "attn/peer 1t",
+              f"peer {n}t ms", f"attn/peer {n}t", "next peer", f"attn/next {n}t"]
     rows = []
     for op in run.ops():
         isa = run.best_isa(op)
@@ -239,23 +245,42 @@ def summary_rows(run):
             ref = run.one(op=op, impl=REFERENCE, shape=shape)
             s1 = run.one(op=op, impl=SIMD, isa=isa, threads=1, shape=shape) if isa else None
             sn = run.one(op=op, impl=SIMD, isa=isa, threads=n, shape=shape) if isa else None
-            peers = run.peers(op)
-            peer_name, pn = "n/a", None
-            for p in peers:
-                pn = run.one(op=op, impl=p, threads=n, shape=shape)
-                if pn:
-                    peer_name = p
-                    break
-            rows.append([f"{op}/{shape}", fmt_ms(ref), fmt_ms(s1), isa or "n/a",
-                         fmt_ratio(s1, ref), fmt_ms(sn), fmt_rate(sn), fmt_ratio(sn, s1),
-                         peer_name, fmt_ms(pn), fmt_ratio(sn, pn)])
+            found = [p for p in run.peers(op)
+                     if run.one(op=op, impl=p, threads=1, shape=shape)
+                     or run.one(op=op, impl=p, threads=n, shape=shape)]
+            row = [f"{op}/{shape}", fmt_ms(ref), fmt_ms(s1), isa or "n/a", fmt_ratio(s1, ref),
+                   fmt_ms(sn), fmt_rate(sn), fmt_ratio(sn, s1)]
+            if found:
+                p1 = run.one(op=op, impl=found[0], threads=1, shape=shape)
+                pn = run.one(op=op, impl=found[0], threads=n, shape=shape)
+                row += [found[0], fmt_ms(p1), fmt_ratio(s1, p1), fmt_ms(pn), fmt_ratio(sn, pn)]
+            else:
+                row += ["n/a", "n/a", "n/a", "n/a", "n/a"]
+            if len(found) > 1:
+                qn = run.one(op=op, impl=found[1], threads=n, shape=shape)
+                row += [found[1], fmt_ratio(sn, qn)]
+            else:
+                row += ["n/a", "n/a"]
+            rows.append(row)
     return header, rows
+
+
+def peer_losses(run):
+    """The summary's cells where the peer beat attn: 'op/shape peer Nt 0.92x'."""
+    header, rows = summary_rows(run)
+    out = []
+    for r in rows:
+        for col in ("attn/peer 1t", [h for h in header if h.startswith("attn/peer ") and h != "attn/peer 1t"][0]):
+            cell = r[header.index(col)]
+            if cell.endswith("x") and float(cell[:-1]) < 1.0:
+                out.append(f"{r[0]} vs {r[header.index('peer')]} at {col.split()[-1]} {cell}")
+    return out
 
 
 def peak_rows(run):
     """Measured FMA peak per ISA and thread count, and the best SIMD op's fraction of it."""
-    header = ["isa", "threads", "FMA peak GFLOP/s", "DRAM read GB/s", "best gemm GFLOP/s",
-              "gemm/peak", "best sdpa GFLOP/s", "sdpa/peak"]
+    header = ["isa", "threads", "FMA peak GFLOP/s", "1 GiB read GB/s", "1 GiB vs L3",
+              "best gemm GFLOP/s", "gemm/peak", "best sdpa GFLOP/s", "sdpa/peak"]
     rows = []
     for isa in ISA_ORDER:
         for t in run.thread_counts():
@@ -263,7 +288,9 @@ def peak_rows(run):
             if peak is None:
                 continue
             bw = run.one(op="machine", impl="read_bw", isa=isa, threads=t)
-            row = [isa, str(t), f"{peak:.1f}", f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a"]
+            # the benchmark's name says where 1 GiB sits against the machine's L3
+            where = bw.shape.split("_", 1)[1].replace("_", " ") if bw and "_" in bw.shape else "n/a"
+            row = [isa, str(t), f"{peak:.1f}", f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a", where]
             for op in ("gemm", "sdpa"):
                 best = max((r.gflops for r in run.select(op=op, impl=SIMD, isa=isa, threads=t)
                             if r.gflops), default=None)
@@ -296,21 +323,26 @@ def markdown_table(header, rows):
     return "\n".join(out)
 
 
-def machine_description(run):
-    ctx = run.context
-    model = "unknown CPU"
+def cpu_model():
+    """This machine's CPU model name, from /proc/cpuinfo."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "unknown CPU"
+
+
+def machine_description(run):
+    """The machine of the run, from the run's own record (never the machine reading it)."""
+    ctx = run.context
+    model = ctx.get("cpu_model", "CPU model not recorded in the run")
     caches = ", ".join(f"L{c['level']} {c['type'].lower()} {c['size'] // 1024} KiB"
                        for c in ctx.get("caches", []))
     text = (f"{model}; {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz; "
-            f"{caches}; {platform.system()} {platform.release()}; attn built "
+            f"{caches}; {ctx.get('os', 'OS not recorded')}; attn built "
             f"{ctx.get('attn_build_type', '?')}; run {ctx.get('date', '?')}")
     if "load_average_before" in ctx:
         text += (f"; 1-minute load average {ctx['load_average_before']:.1f} before the run, "
@@ -396,14 +428,21 @@ def write_performance_md(run, md_path, charts, bench_cmd, source=None):
         "",
         "Times are wall-clock per call (ms); GFLOP/s counts 2 flops per multiply-add. "
         "`simd/ref` is the reference's time over the SIMD kernels' time on one thread (best "
-        "ISA); `Nt/1t` is the SIMD speed-up from 1 to N threads; `attn/peer` is the peer's "
-        "time over attn's at N threads (above 1: attn is faster). `n/a`: not measured.",
+        "ISA); `Nt/1t` is the SIMD speed-up from 1 to N threads; `peer` is the strongest peer "
+        "measured for that shape (oneDNN before OpenBLAS), each on its own threads; "
+        "`attn/peer 1t` and `attn/peer Nt` are the peer's time over attn's at 1 and N threads "
+        "(above 1: attn is faster, below 1: the peer is); `next peer` is the next one, at N "
+        "threads. `n/a`: not measured.",
         "",
         "## Every op and shape",
         "",
         markdown_table(*summary_rows(run)),
         "",
     ]
+    losses = peer_losses(run)
+    if losses:
+        lines += ["Where the strongest peer is faster than attn in this run (`attn/peer` below "
+                  "1): " + "; ".join(losses) + ".", ""]
     header, rows = peak_rows(run)
     if rows:
         lines += ["## Against the measured FMA peak", "",

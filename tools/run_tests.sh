@@ -39,7 +39,35 @@ run_suite() {
     summary+=("$name: no test results (ctest exit $rc)")
     rc=1
   fi
+  report_skips "$name" "$dir"
   [ "$rc" -eq 0 ] || failed=1
+}
+
+# report_skips NAME BUILD_DIR: every test the machine could not run, by name, with the reason
+# it gave (GoogleTest's GTEST_SKIP message, pytest's skip reason), from the full output ctest
+# keeps in Testing/Temporary/LastTest.log; appends the count to summary.
+report_skips() {
+  local name=$1 log="$2/Testing/Temporary/LastTest.log" skips count
+  [ -f "$log" ] || return
+  # lines "NAME: REASON"; pytest's "SKIPPED [N] FILE:LINE: REASON" stands for N tests
+  skips=$(awk '
+    / Skipped$/ && /:[0-9]+: / { getline reason; next }
+    /^\[  SKIPPED \] [^ ]+ \([0-9]+ ms\)$/ { print $4 ": " reason; reason = ""; next }
+    /^SKIPPED \[[0-9]+\] / {
+      n = substr($2, 2, length($2) - 2); where = $3; sub(/:$/, "", where)
+      reason = $0; sub(/^SKIPPED \[[0-9]+\] [^ ]+ /, "", reason)
+      print "python " where " (" n " tests): " reason
+    }
+  ' "$log")
+  count=$(awk -F': ' 'NF { if (match($1, /\(([0-9]+) tests\)$/)) n += substr($1, RSTART + 1) + 0; else n += 1 }
+                      END { print n + 0 }' <<<"$skips")
+  echo "== $name: $count tests skipped on this machine"
+  if [ "$count" -gt 0 ]; then
+    # how many give each reason, then every skipped test by name
+    sed -E 's/^[^ ]+( [^ ]+ \([0-9]+ tests\))?: //' <<<"$skips" | sort | uniq -c | sort -rn | sed 's/^/   /'
+    sed 's/^/     - /' <<<"$skips"
+  fi
+  summary+=("$name: $count skipped")
 }
 
 run_suite "Release" build -DCMAKE_BUILD_TYPE=Release
