@@ -59,16 +59,30 @@ decltype(auto) with_format(attn_dtype t, F &&f) {
     case ATTN_DTYPE_F32: return f(f32_format{});
     case ATTN_DTYPE_BF16: return f(bf16_format{});
     case ATTN_DTYPE_F16: return f(f16_format{});
+    // The quantized types are storage of K/V caches only, not yet formats of these readers:
+    // validation refuses them before any reader is called.
+    case ATTN_DTYPE_I8:
+    case ATTN_DTYPE_U8:
+    case ATTN_DTYPE_I4:
+    case ATTN_DTYPE_U4:
+    case ATTN_DTYPE_FP8_E4M3:
+    case ATTN_DTYPE_FP8_E5M2: break;
     }
     throw std::invalid_argument("attn: element type outside attn_dtype");
 }
 
-// Bytes of one element of type t; 0 for a value outside the enum.
+// Bytes of one element of type t; 0 for the 4-bit types and for a value outside the enum.
 constexpr int64_t element_bytes(attn_dtype t) {
     switch (t) {
     case ATTN_DTYPE_F32: return f32_format::bits / 8;
     case ATTN_DTYPE_BF16: return bf16_format::bits / 8;
     case ATTN_DTYPE_F16: return f16_format::bits / 8;
+    case ATTN_DTYPE_I8:
+    case ATTN_DTYPE_U8:
+    case ATTN_DTYPE_FP8_E4M3:
+    case ATTN_DTYPE_FP8_E5M2: return 1;
+    case ATTN_DTYPE_I4:
+    case ATTN_DTYPE_U4: return 0;  // half a byte: not a whole element size
     }
     return 0;
 }
