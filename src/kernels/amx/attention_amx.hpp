@@ -21,14 +21,16 @@
 // rows the kernel never reads (the scratch holds br rows, a multiple of 16).
 // Visibility: as in pv_tile_pairs, a key hidden from a row is never read for it. The tiles
 // take the whole chunks of 16 key pairs every row of a block sees; the block's further keys
-// (the diagonal's edge, a last partial chunk, odd keys) are added row by row in AVX-512 from
-// the V rows as stored, with the same bf16 P.
+// (the diagonal's edge, a last partial chunk) are added row by row, whole pairs by VDPBF16PS
+// from the V pair rows and a range's odd end key from the V row as stored, with the same bf16
+// P.
 // Needs the avx512_bf16 flags; included by src/kernels/amx/tables.cpp only.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "kernels/amx/tiles.hpp"
@@ -174,8 +176,13 @@ template <class Arch, class Tiles>
 struct tile_scores {
     using pairs_policy = attention_bf16_detail::bf16_scores<Arch>;
 
+    // bf16 rows of an even dim are their pairs already: copied, not built pair by pair
     static void load_q(const attention_tile &t, float *q_region) {
-        pairs_policy::load_q(t, q_region);
+        if (t.q_type != ATTN_DTYPE_BF16 || t.dim_qk % 2 != 0) return pairs_policy::load_q(t, q_region);
+        uint32_t *q = reinterpret_cast<uint32_t *>(q_region);
+        for (int64_t r = 0; r < t.rows; ++r)
+            std::memcpy(q + r * (t.dim_qk / 2), element_at(t.q, t.q_type, r * t.q_ld),
+                        size_t(t.dim_qk) * sizeof(uint16_t));
     }
 
     static bool tile(const attention_tile &t, const float *q_region, int64_t j0, int64_t cols,
@@ -210,6 +217,33 @@ struct tile_scores {
 
     static void pv(const attention_tile &t, int64_t j0, int64_t cols, float *s, float *o,
                    int64_t dv_pad, const float *rescale, float *v_buf);
+
+    // o_row += P V over the keys [a, b) of row r's tile columns (P in bf16 in row r of s).
+    static void rest_of_row(const attention_tile &t, int64_t j0, const float *s, int64_t r,
+                            int64_t a, int64_t b, const uint16_t *v_pairs, int64_t ldv,
+                            float *o_row) {
+        using blk = attention_blocking<Arch>;
+        constexpr int W = lanes<Arch>;
+        if (b <= a) return;
+        const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
+        auto single = [&](int64_t j) {
+            add_key<Arch>(convert::bf16_to_f32(p16[j]), t.v.row(j0 + j), t.v.type, t.dim_v, o_row);
+        };
+        const int64_t pa = (a + 1) / 2, pb = b / 2;
+        if (pb <= pa) {
+            for (int64_t j = a; j < b; ++j) single(j);
+            return;
+        }
+        const float unit = 1.0f;
+        const int64_t vectors = attention_detail::round_up(t.dim_v, W) / W;
+        for (int64_t c0 = 0; c0 < vectors; c0 += 4)
+            attention_bf16_detail::pv_block_pairs_any<Arch, 1, 4>(
+                1, static_cast<int>(vectors - c0 < 4 ? vectors - c0 : 4),
+                reinterpret_cast<const uint32_t *>(p16) + pa, 0, pb - pa,
+                v_pairs + pa * ldv + c0 * W * 2, ldv, o_row + c0 * W, 0, &unit);
+        if (a % 2 != 0) single(a);
+        if (b % 2 != 0) single(b - 1);
+    }
 };
 
 // O = O * rescale + P V for the keys j0 .. j0+cols-1 of a tile (pv_tile_pairs's contract).
@@ -245,6 +279,7 @@ void tile_scores<Arch, Tiles>::pv(const attention_tile &t, int64_t j0, int64_t c
     for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_block) {
         const int64_t rr = t.rows - r0 < rows_per_block ? t.rows - r0 : rows_per_block;
         for (int64_t r = r0; r < r0 + rr; ++r) {
+            if (rescale[r] == 1.0f) continue;  // the row's max stood: O as it is
             const __m512 f = _mm512_set1_ps(rescale[r]);
             for (int64_t c = 0; c < dv_pad; c += W)
                 _mm512_store_ps(o + r * dv_pad + c, _mm512_mul_ps(_mm512_load_ps(o + r * dv_pad + c), f));
@@ -259,18 +294,16 @@ void tile_scores<Arch, Tiles>::pv(const attention_tile &t, int64_t j0, int64_t c
                                           p_words + r0 * blk::bc + first_pair, chunks,
                                           v_pairs + first_pair * ldv + c0 * W * 2, ldv,
                                           o + r0 * dv_pad + c0 * W, dv_pad);
-        // every other key a row sees, row by row from the stored V rows
+        // every other key a row sees, row by row: whole pairs with VDPBF16PS from the V pair
+        // rows, a range's odd first or last key from the stored V row
         const int64_t tiled_lo = chunks > 0 ? 2 * first_pair : 0;
         const int64_t tiled_hi = chunks > 0 ? 2 * (first_pair + chunks * pairs_per_tile) : 0;
         for (int64_t r = r0; r < r0 + rr; ++r) {
             const key_range own = attention_detail::tile_columns(t, r, j0, cols);
-            const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
-            float *o_row = o + r * dv_pad;
-            auto add = [&](int64_t j) {
-                add_key<Arch>(convert::bf16_to_f32(p16[j]), t.v.row(j0 + j), t.v.type, t.dim_v, o_row);
-            };
-            for (int64_t j = own.lo; j < (own.hi < tiled_lo ? own.hi : tiled_lo); ++j) add(j);
-            for (int64_t j = own.lo > tiled_hi ? own.lo : tiled_hi; j < own.hi; ++j) add(j);
+            rest_of_row(t, j0, s, r, own.lo, own.hi < tiled_lo ? own.hi : tiled_lo, v_pairs, ldv,
+                        o + r * dv_pad);
+            rest_of_row(t, j0, s, r, own.lo > tiled_hi ? own.lo : tiled_hi, own.hi, v_pairs, ldv,
+                        o + r * dv_pad);
         }
     }
 }
