@@ -253,12 +253,13 @@ void tile_scores<Arch, Tiles>::pv(const attention_tile &t, int64_t j0, int64_t c
                                   float *v_buf) {
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
-    // P -> bf16, 32 at a time, front to back in place (the writes trail the reads)
-    const int64_t p_cols = (cols + 31) / 32 * 32;  // within bc; zero past each row's keys
+    // P -> bf16, 32 at a time, front to back in place (the writes trail the reads), over
+    // the 32-key spans holding the row's visible keys: nothing else of the row is read
     for (int64_t r = 0; r < t.rows; ++r) {
         float *row = s + r * blk::bc;
         uint16_t *p16 = reinterpret_cast<uint16_t *>(row);
-        for (int64_t c = 0; c < p_cols; c += 32) {
+        const key_range own = attention_detail::tile_columns(t, r, j0, cols);
+        for (int64_t c = own.lo / 32 * 32; c < own.hi; c += 32) {
             const __m512 x0 = _mm512_load_ps(row + c), x1 = _mm512_load_ps(row + c + 16);
             _mm512_storeu_si512(p16 + c, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
         }
