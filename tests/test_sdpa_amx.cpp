@@ -41,6 +41,7 @@ struct amx_case {
     void (*setup)(attn_sdpa_desc &d);
     bool bf16_out = false;
     int64_t page_size = 0;  // > 0: K and V in a pool of pages (dim_qk == dim_v)
+    bool f32_fpmath_bf16 = false;  // q, k, v passed as f32 under ATTN_FPMATH_BF16
 };
 
 const int32_t kv_lens[2] = {61, 30};
@@ -71,6 +72,13 @@ const amx_case cases[] = {
      }},
     {"paged_bf16_out", 2, 2, 1, 20, 75, 64, 64, [](attn_sdpa_desc &) {}, true, 16},
     {"split_keys", 1, 1, 1, 8, 1100, 64, 64, [](attn_sdpa_desc &) {}},
+    // f32 inputs (the same values, so the rounding to bf16 leaves them) under fpmath bf16
+    {"f32_fpmath_bf16_window", 1, 2, 1, 50, 80, 64, 32,
+     [](attn_sdpa_desc &d) {
+         d.window_left = 9;
+         d.window_right = 3;
+     },
+     false, 0, true},
     {"dim_40_below_whole_tiles", 1, 1, 1, 24, 50, 40, 40,
      [](attn_sdpa_desc &d) { d.causal = ATTN_CAUSAL_TOP_LEFT; }},
 };
@@ -158,12 +166,30 @@ result run(attn_isa isa, int threads, const amx_case &c, const inputs &in) {
         k = in.pool.data();
         v = in.pool.data() + in.pages * c.heads_kv * c.page_size * c.dim_qk;
     }
-    auto ctx = attn_test::make_context(ATTN_IMPL_SIMD, isa, threads);
-    EXPECT_TRUE(ctx) << attn_last_error();
+    attn_config cfg;
+    attn_config_init(&cfg);
+    cfg.impl = ATTN_IMPL_SIMD;
+    cfg.max_isa = isa;
+    cfg.num_threads = threads;
+    std::vector<float> q32, k32, v32;
+    const void *q = in.q.data();
+    if (c.f32_fpmath_bf16) {
+        cfg.fpmath = ATTN_FPMATH_BF16;
+        d.q_type = d.kv_type = ATTN_DTYPE_F32;
+        q32.assign(in.qd.begin(), in.qd.end());
+        k32.assign(in.kd.begin(), in.kd.end());
+        v32.assign(in.vd.begin(), in.vd.end());
+        q = q32.data();
+        k = k32.data();
+        v = v32.data();
+    }
+    attn_context *raw = nullptr;
+    EXPECT_EQ(attn_context_create(&cfg, &raw), ATTN_OK) << attn_last_error();
+    const attn_test::context_ptr ctx(raw);
     if (!ctx) return r;
     std::vector<uint16_t> out16(r.out.size());
     void *out = c.bf16_out ? static_cast<void *>(out16.data()) : r.out.data();
-    EXPECT_EQ(attn_sdpa(ctx.get(), &d, in.q.data(), k, v, out), ATTN_OK) << attn_last_error();
+    EXPECT_EQ(attn_sdpa(ctx.get(), &d, q, k, v, out), ATTN_OK) << attn_last_error();
     if (c.bf16_out)
         for (size_t i = 0; i < out16.size(); ++i) r.out[i] = half_to_float(out16[i]);
     return r;
