@@ -79,6 +79,8 @@ const amx_case cases[] = {
          d.window_right = 3;
      },
      false, 0, true},
+    {"latent_dims_576_512_causal", 1, 4, 1, 20, 40, 576, 512,
+     [](attn_sdpa_desc &d) { d.causal = ATTN_CAUSAL_BOTTOM_RIGHT; }},
     {"dim_40_below_whole_tiles", 1, 1, 1, 24, 50, 40, 40,
      [](attn_sdpa_desc &d) { d.causal = ATTN_CAUSAL_TOP_LEFT; }},
 };
