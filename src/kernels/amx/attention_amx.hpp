@@ -301,6 +301,7 @@ void tile_scores<Arch, Tiles>::pv(const attention_tile &t, int64_t j0, int64_t c
         const int64_t tiled_hi = chunks > 0 ? 2 * (first_pair + chunks * pairs_per_tile) : 0;
         for (int64_t r = r0; r < r0 + rr; ++r) {
             const key_range own = attention_detail::tile_columns(t, r, j0, cols);
+            if (own.lo >= tiled_lo && own.hi <= tiled_hi) continue;  // all on the tiles
             rest_of_row(t, j0, s, r, own.lo, own.hi < tiled_lo ? own.hi : tiled_lo, v_pairs, ldv,
                         o + r * dv_pad);
             rest_of_row(t, j0, s, r, own.lo > tiled_hi ? own.lo : tiled_hi, own.hi, v_pairs, ldv,
