@@ -47,13 +47,33 @@ constexpr int64_t rows_per_block = 16;  // query rows per A tile
 constexpr int64_t pairs_per_tile = 16;  // pairs of depth per A row / B tile
 constexpr int64_t dims_per_tile = 16;   // f32 columns per accumulator tile
 
-// Tiles: accumulators tmm0 .. tmm3, the A tile tmm4, B tiles tmm5 and tmm6 in turn.
-template <class Tiles, int V, int NV>
+// Tiles: accumulators tmm0 .. tmm3; A tiles tmm4 and tmm5, one 16-pair step each in turn
+// (an A tile is reloaded four products after its last use, not right after it); B tiles tmm6
+// and tmm7 in turn.
+template <class Tiles, int A, int V, int NV>
 inline void dp_vectors(const uint16_t *b, int64_t b_step, int64_t b_stride) {
     if constexpr (V < NV) {
-        Tiles::template load<5 + V % 2>(b + V * b_step, b_stride);
-        Tiles::template dpbf16ps<V, 4, 5 + V % 2>();
-        dp_vectors<Tiles, V + 1, NV>(b, b_step, b_stride);
+        Tiles::template load<6 + V % 2>(b + V * b_step, b_stride);
+        Tiles::template dpbf16ps<V, A, 6 + V % 2>();
+        dp_vectors<Tiles, A, V + 1, NV>(b, b_step, b_stride);
+    }
+}
+
+// C[16 x NV*16] += the steps' A tiles (at a + k * a_step, rows a_stride bytes apart) times
+// their B tiles (at b + k * b_step, the V-th at + V * 16 columns), k < steps.
+template <class Tiles, int NV>
+inline void dp_steps(const uint32_t *a, int64_t a_step, int64_t a_stride, const uint16_t *b,
+                     int64_t b_step, int64_t b_stride, int64_t steps) {
+    int64_t k = 0;
+    for (; k + 2 <= steps; k += 2) {
+        Tiles::template load<4>(a + k * a_step, a_stride);
+        dp_vectors<Tiles, 4, 0, NV>(b + k * b_step, dims_per_tile * 2, b_stride);
+        Tiles::template load<5>(a + (k + 1) * a_step, a_stride);
+        dp_vectors<Tiles, 5, 0, NV>(b + (k + 1) * b_step, dims_per_tile * 2, b_stride);
+    }
+    if (k < steps) {
+        Tiles::template load<4>(a + k * a_step, a_stride);
+        dp_vectors<Tiles, 4, 0, NV>(b + k * b_step, dims_per_tile * 2, b_stride);
     }
 }
 template <class Tiles, int V, int NV>
@@ -85,10 +105,8 @@ void score_tiles(const uint32_t *q, int64_t pairs, const uint16_t *panel, float 
     constexpr int64_t nr = panel_keys<Arch>;
     constexpr int64_t bc = attention_blocking<Arch>::bc;
     zero_c<Tiles, 0, NV>();
-    for (int64_t d0 = 0; d0 < pairs; d0 += pairs_per_tile) {
-        Tiles::template load<4>(q + d0, pairs * 4);
-        dp_vectors<Tiles, 0, NV>(panel + d0 * nr * 2, dims_per_tile * 2, nr * 4);
-    }
+    dp_steps<Tiles, NV>(q, pairs_per_tile, pairs * 4, panel, pairs_per_tile * nr * 2, nr * 4,
+                        pairs / pairs_per_tile);
     store_c<Tiles, 0, NV>(s, bc * 4);
 }
 
@@ -99,10 +117,7 @@ void pv_tiles(const uint32_t *p, int64_t chunks, const uint16_t *v, int64_t ldv,
               int64_t ldo) {
     constexpr int64_t bc = attention_blocking<Arch>::bc;
     load_c<Tiles, 0, NV>(o, ldo * 4);
-    for (int64_t k = 0; k < chunks; ++k) {
-        Tiles::template load<4>(p + k * pairs_per_tile, bc * 4);
-        dp_vectors<Tiles, 0, NV>(v + k * pairs_per_tile * ldv, dims_per_tile * 2, ldv * 2);
-    }
+    dp_steps<Tiles, NV>(p, pairs_per_tile, bc * 4, v, pairs_per_tile * ldv, ldv * 2, chunks);
     store_c<Tiles, 0, NV>(o, ldo * 4);
 }
 
