@@ -13,8 +13,8 @@
 // once per head by the same table entries and fit the same scratch:
 //   K panel p, [pairs][nr][2] bf16: the B tile of pairs d0 .. d0 + 15 and keys n0 .. n0 + 15
 //     is 16 rows of 64 bytes, nr words apart. A panel has no padding of its pairs, so the
-//     tiles need dim_qk's pairs to be whole tiles (dim_qk a multiple of 32, or 31 and so on
-//     up to the tile); other dims run the VDPBF16PS kernel of the level below.
+//     tiles need dim_qk's pairs to be whole tiles (ceil(dim_qk / 2) a multiple of 16: dim_qk
+//     a multiple of 32, or one less); other dims run the VDPBF16PS kernel of the level below.
 //   V pair rows, [dims][2] bf16 per pair of keys: the B tile of key pairs m0 .. m0 + 15 and
 //     dims c0 .. c0 + 15 is 16 pair rows of 64 bytes.
 // Query rows go in blocks of 16 (one tile of rows); a block past the tile's last row computes
@@ -185,8 +185,8 @@ void add_key(float p, const void *v_row, attn_dtype t, int64_t dim_v, float *o_r
         o_row[d] += p * attention_bf16_detail::ref_widen(v_row, t, d);
 }
 
-// The scores policy of attention_forward_tile_with: Q as bf16 pairs [rows][pairs] (the pair
-// path's load_q), S and P V on tiles.
+// The scores policy of attention_forward_tile_with: Q as bf16 pairs [rows][pairs] (as the
+// pair path's load_q forms them), S and P V on tiles.
 template <class Arch, class Tiles>
 struct tile_scores {
     using pairs_policy = attention_bf16_detail::bf16_scores<Arch>;
