@@ -75,11 +75,16 @@ void fma_peak(benchmark::State &state, const machine_kernels *k, int threads) {
 void bf16_peak(benchmark::State &state, const machine_kernels *k, int threads, bool amx) {
     const int64_t reps = amx ? 1 << 16 : 1 << 20;
     float (*chains)(int64_t) = amx ? k->amx_chains : k->bf16_chains;
+    const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
         run_on_threads(threads, [&](int) { benchmark::DoNotOptimize(chains(reps)); });
     }
-    set_flops(state, double(threads) * double(reps) *
-                         (amx ? k->amx_flops_per_rep : k->bf16_flops_per_rep));
+    const double flops = double(threads) * double(reps) *
+                         (amx ? k->amx_flops_per_rep : k->bf16_flops_per_rep);
+    set_flops(state, flops);
+    // per CPU second too: on a loaded machine the wall-time peak falls with the load
+    set_flops_per_cpu_second(state, flops / threads * double(state.iterations()),
+                             process_cpu_seconds() - cpu_start, threads);
 }
 
 // The last-level (L3) cache of one CPU in bytes, as the machine reports it; 0 if unknown.

@@ -4,6 +4,7 @@
 // src/kernels/arch/avx512_bf16.cpp; the AMX flags add no instruction the compiler emits on
 // its own (tile instructions come from the intrinsics only), so either copy may be kept.
 #include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
+#include "kernels/amx/attention_amx.hpp"
 #include "kernels/amx/gemm_amx.hpp"
 
 namespace attn::kernels {
@@ -13,7 +14,7 @@ const kernel_table *kernel_table_amx();
 namespace {
 
 template <class Tiles>
-void set_gemm_tiles(kernel_table &t) {
+void set_tile_kernels(kernel_table &t) {
     using arch = xsimd::avx512cd;
     t.gemm_mr_tiles = int(amx::gemm_mr);
     t.gemm_nr_tiles = int(amx::gemm_nr);
@@ -24,17 +25,21 @@ void set_gemm_tiles(kernel_table &t) {
     t.gemm_pack_a_tiles = &amx::gemm_pack_a_tiles<arch>;
     t.gemm_pack_b_tiles = &amx::gemm_pack_b_tiles<arch>;
     t.gemm_block_kernel_tiles = &amx::gemm_block_kernel_tiles<arch, Tiles>;
+    // the bf16-pair attention tiles on AMX; K and V keep the pair path's packing (its
+    // layouts are the tiles' operands), so the driver's scratch and offsets stand
+    t.attention_forward_tile_bf16 = &amx::attention_forward_tile_amx<arch, Tiles>;
+    t.attention_weights_tile_bf16 = &amx::attention_weights_tile_amx<arch, Tiles>;
 }
 
 }  // namespace
 
-void set_gemm_tiles_hw(kernel_table &t) { set_gemm_tiles<amx::amx_hw_tiles>(t); }
+void set_tile_kernels_hw(kernel_table &t) { set_tile_kernels<amx::amx_hw_tiles>(t); }
 
 const kernel_table *kernel_table_amx_emulated() {
     static const kernel_table table = [] {
         kernel_table t = *kernel_table_amx();
         t.isa_name = "amx_emulated";
-        set_gemm_tiles<amx::amx_model_tiles>(t);
+        set_tile_kernels<amx::amx_model_tiles>(t);
         return t;
     }();
     return &table;

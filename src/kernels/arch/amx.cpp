@@ -6,13 +6,13 @@
 namespace attn::kernels {
 
 const kernel_table *kernel_table_avx512_bf16();
-void set_gemm_tiles_hw(kernel_table &t);  // amx: the tile kernels on the real tiles
+void set_tile_kernels_hw(kernel_table &t);  // amx: tables.cpp, on the real tiles
 
 const kernel_table *kernel_table_amx() {
     static const kernel_table table = [] {
         kernel_table t = *kernel_table_avx512_bf16();
         t.isa_name = "amx";
-        set_gemm_tiles_hw(t);  // amx: GEMM on tiles
+        set_tile_kernels_hw(t);  // amx: GEMM and the bf16-pair attention tiles on AMX
         return t;
     }();
     return &table;
