@@ -55,7 +55,7 @@ TEST(convert_sizes, dtype_size) {
     EXPECT_EQ(attn_dtype_size(ATTN_DTYPE_F32), 4u);
     EXPECT_EQ(attn_dtype_size(ATTN_DTYPE_BF16), 2u);
     EXPECT_EQ(attn_dtype_size(ATTN_DTYPE_F16), 2u);
-    EXPECT_EQ(attn_dtype_size(static_cast<attn_dtype>(7)), 0u);
+    EXPECT_EQ(attn_dtype_size(static_cast<attn_dtype>(9)), 0u);
     EXPECT_EQ(attn_dtype_size(static_cast<attn_dtype>(-1)), 0u);
 }
 
@@ -262,8 +262,8 @@ TEST(convert_validation, messages) {
         EXPECT_NE(std::string(attn_last_error()).find(msg), std::string::npos) << attn_last_error();
         EXPECT_EQ(h, std::vector<u16>(16, 0x1234));  // nothing written
     };
-    expect_error(attn_convert(nullptr, 8, f.data(), static_cast<attn_dtype>(7), h.data(), ATTN_DTYPE_BF16),
-                 "attn_convert: src_type = 7, must be ATTN_DTYPE_F32 (0), ATTN_DTYPE_BF16 (1) or "
+    expect_error(attn_convert(nullptr, 8, f.data(), static_cast<attn_dtype>(9), h.data(), ATTN_DTYPE_BF16),
+                 "attn_convert: src_type = 9, must be ATTN_DTYPE_F32 (0), ATTN_DTYPE_BF16 (1) or "
                  "ATTN_DTYPE_F16 (2)");
     expect_error(attn_convert(nullptr, 8, f.data(), ATTN_DTYPE_F32, h.data(), static_cast<attn_dtype>(-2)),
                  "attn_convert: dst_type = -2, must be ATTN_DTYPE_F32 (0)");

@@ -347,7 +347,7 @@ TEST(gemm_typed_simd, pair_kernels_on_the_bf16_levels) {
 
 TEST(gemm_typed_validation, dtype_messages_and_element_sizes) {
     std::vector<uint16_t> buf(64, 0x3f80);
-    const auto bad = static_cast<attn_dtype>(5);
+    const auto bad = static_cast<attn_dtype>(9);
     auto expect_error = [&](attn_status s, const std::string &msg) {
         EXPECT_EQ(s, ATTN_INVALID_ARGUMENT);
         EXPECT_NE(std::string(attn_last_error()).find(msg), std::string::npos) << attn_last_error();
@@ -357,10 +357,10 @@ TEST(gemm_typed_validation, dtype_messages_and_element_sizes) {
     const char *rule = ", must be ATTN_DTYPE_F32 (0), ATTN_DTYPE_BF16 (1) or ATTN_DTYPE_F16 (2)";
     expect_error(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a, bad, 4, b,
                            ATTN_DTYPE_BF16, 4, 0.0f, c, ATTN_DTYPE_BF16, 4),
-                 std::string("attn_gemm: a_type = 5") + rule);
+                 std::string("attn_gemm: a_type = 9") + rule);
     expect_error(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a,
                            ATTN_DTYPE_BF16, 4, b, bad, 4, 0.0f, c, ATTN_DTYPE_BF16, 4),
-                 std::string("attn_gemm: b_type = 5") + rule);
+                 std::string("attn_gemm: b_type = 9") + rule);
     expect_error(attn_gemm(nullptr, ATTN_NO_TRANS, ATTN_NO_TRANS, 4, 4, 4, 1.0f, a,
                            ATTN_DTYPE_BF16, 4, b, ATTN_DTYPE_BF16, 4, 0.0f, c,
                            static_cast<attn_dtype>(-1), 4),

@@ -28,10 +28,10 @@ extern "C" {
 /* ------------------------------------------------------------------------- */
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_MINOR 3
 #define ATTN_VERSION_PATCH 0
 
-/* "0.2.0": the version of the library actually linked. */
+/* "0.3.0": the version of the library actually linked. */
 const char *attn_version(void);
 
 typedef enum attn_status {
@@ -119,11 +119,32 @@ int attn_context_num_threads(const attn_context *ctx);
 typedef enum attn_dtype {
     ATTN_DTYPE_F32 = 0,  /* IEEE binary32                                  */
     ATTN_DTYPE_BF16 = 1, /* bfloat16, as uint16_t bit patterns             */
-    ATTN_DTYPE_F16 = 2   /* IEEE binary16 (half), as uint16_t bit patterns */
+    ATTN_DTYPE_F16 = 2,  /* IEEE binary16 (half), as uint16_t bit patterns */
+    /* 0.3: quantized types, allowed only as desc->kv_type (a K/V cache) and as the output of
+     * attn_quantize; every other type field rejects them (ATTN_INVALID_ARGUMENT). An element
+     * stands for scale * (q - zero) (integer types) or scale * fp8(q) (FP8 types), with the
+     * scale and zero point of its group (see attn_sdpa_desc and attn_quantize). */
+    ATTN_DTYPE_I8 = 3,       /* signed 8-bit integer, -128 .. 127, one byte (int8_t)            */
+    ATTN_DTYPE_U8 = 4,       /* unsigned 8-bit integer, 0 .. 255, one byte (uint8_t)            */
+    ATTN_DTYPE_I4 = 5,       /* signed 4-bit integer, -8 .. 7 (two's complement nibble), two
+                                per byte: element 2c is the low nibble of byte c, element
+                                2c + 1 its high nibble                                            */
+    ATTN_DTYPE_U4 = 6,       /* unsigned 4-bit integer, 0 .. 15, packed two per byte as I4      */
+    ATTN_DTYPE_FP8_E4M3 = 7, /* 8-bit float of the OCP FP8 format E4M3 ("e4m3fn"): sign, 4
+                                exponent bits (bias 7), 3 mantissa bits; subnormals; no
+                                infinities; S.1111.111 is NaN; largest finite value 448          */
+    ATTN_DTYPE_FP8_E5M2 = 8  /* 8-bit float of the OCP FP8 format E5M2: sign, 5 exponent bits
+                                (bias 15), 2 mantissa bits; subnormals; infinities and NaNs as
+                                in IEEE 754 binary16's top byte; largest finite value 57344      */
 } attn_dtype;
 
-/* Bytes of one element: 4, 2, 2; 0 for a value outside the enum. */
+/* Bytes of one element: 4, 2, 2 for F32, BF16, F16; 1 for I8, U8, FP8_E4M3, FP8_E5M2; 0 for
+ * I4 and U4 (half a byte: use attn_dtype_bits) and for a value outside the enum. */
 size_t attn_dtype_size(attn_dtype t);
+
+/* Bits of one element: 32, 16, 16, 8, 8, 4, 4, 8, 8 in enum order; 0 outside the enum.
+ * Strides and sizes still count elements; element e of a 4-bit array is in byte e / 2. */
+size_t attn_dtype_bits(attn_dtype t);
 
 /* dst[i] = src[i] converted from src_type to dst_type, for i < n (n elements, contiguous).
  * Round to nearest even; a NaN stays a NaN (narrowing from f32 gives a quiet NaN, keeping
@@ -135,6 +156,39 @@ size_t attn_dtype_size(attn_dtype t);
  * rounding inside the kernels. */
 attn_status attn_convert(attn_context *ctx, int64_t n, const void *src, attn_dtype src_type,
                          void *dst, attn_dtype dst_type);
+
+/* Quantizes rows x dim values into a quantized type, in groups of `group` consecutive elements
+ * of a row (0 = dim: one group per row), so that new rows can be appended to a K/V cache.
+ *   src: rows x dim of src_type (F32, BF16 or F16), row r at element r * src_stride.
+ *   dst: rows x dim of dst_type (I8, U8, I4, U4, FP8_E4M3 or FP8_E5M2), row r at element
+ *        r * dst_stride (4-bit: element e in byte e / 2, low nibble first).
+ *   scale, zero: the scale (and zero point) of row r, group g at [r * scale_stride + g].
+ * Strides count elements of their arrays; src_stride, dst_stride >= dim and
+ * scale_stride >= dim / group (each may be 0 when rows == 1). group divides dim; for a 4-bit
+ * dst, dim, group and dst_stride are even. Arithmetic in f32, every step rounded to nearest
+ * even:
+ *   - zero == NULL (symmetric; I8, I4 and the FP8 types): scale = max|x| / qmax over the group,
+ *     qmax = 127 (I8), 7 (I4), 448 (E4M3), 57344 (E5M2); q = x / scale rounded to an integer
+ *     (ties to even) and clamped to [-qmax, qmax], or for FP8 the nearest FP8 value of
+ *     x / scale (ties to even), saturating at +-qmax. A group whose scale is 0 (all zeros, or
+ *     max|x| / qmax underflows) gets scale 0 and q = 0.
+ *   - zero != NULL (asymmetric; integer types only, required for U8 and U4): [min, max] of the
+ *     group maps onto [qmin, qmax] (I8 -128..127, U8 0..255, I4 -8..7, U4 0..15):
+ *     scale = (max - min) / (qmax - qmin), zero = qmin - min / scale,
+ *     q = x / scale + zero rounded (ties to even) and clamped to [qmin, qmax]. A group whose
+ *     values all equal c gets scale 0, zero 0, q = 0 if c == 0, else scale |c|,
+ *     zero = qmin - sign(c), q = qmin (exact). A group with max > min whose scale underflows to
+ *     0 gets scale 0, zero 0, q = 0.
+ * Rejected with ATTN_INVALID_ARGUMENT, nothing written: a NaN or infinity in src (the message
+ * names its row and column), a group whose max - min overflows f32 (naming its row), and
+ * dst, scale or zero overlapping each other or src. Every path (reference, each ISA, any
+ * number of threads) gives the same bits. Elements of dst, scale and zero outside the rows and
+ * groups written are never touched (a 4-bit row never touches the other nibble of a byte
+ * outside it: rows start on whole bytes). rows == 0 or dim == 0 does nothing. */
+attn_status attn_quantize(attn_context *ctx, int64_t rows, int64_t dim,
+                          const void *src, attn_dtype src_type, int64_t src_stride,
+                          void *dst, attn_dtype dst_type, int64_t dst_stride,
+                          float *scale, float *zero, int64_t scale_stride, int64_t group);
 
 /* ------------------------------------------------------------------------- */
 /* Matrix product                                                            */
@@ -242,11 +296,42 @@ typedef struct attn_sdpa_desc {
     int64_t block_table_stride; /* entries per batch row of block_table, >= ceil(len_kv/page_size) */
     int64_t page_size;          /* keys per page                                                  */
     int64_t num_pages;          /* pages in each pool; every id used must be in [0, num_pages)    */
+    /* 0.3 (init: pointers NULL, strides 0, groups 0). Ragged batches: packed sequences.
+     * Not built yet: a non-NULL q_start or kv_start is ATTN_UNSUPPORTED. */
+    const int32_t *q_start;   /* optional [batch + 1]: sequence b owns the packed query rows
+                                 q_start[b] <= r < q_start[b + 1] of q and out (q_start[0] = 0,
+                                 nondecreasing)                                                  */
+    const int32_t *kv_start;  /* optional [batch + 1]: likewise for the rows of k and v (not with
+                                 block_table)                                                    */
+    /* 0.3: quantized K/V caches (kv_type I8, U8, I4, U4, FP8_E4M3 or FP8_E5M2). Element c of key
+     * row j of sequence b, kv head h, stands for scale * (q - zero) (integer types) or
+     * scale * fp8(q) (FP8), with scale = k_scale[b * s.batch + h * s.head + j * s.seq +
+     * c / k_group] (s = k_scale_strides; with paging, b is the page and j the row in it, as for
+     * k) and the zero point at the same index of k_zero; likewise for V with the v_ fields.
+     * Per row: group 0; per group of a row: group g; per channel: s.seq = 0, group 1 (4-bit: 2);
+     * per head or per tensor: strides 0. Rules (ATTN_INVALID_ARGUMENT): the scale pointers are
+     * required for the integer types and may be NULL (= 1) for FP8; every one of the four
+     * pointers is NULL unless kv_type is quantized, and the zero points are NULL for FP8; groups
+     * >= 0 and dividing their dimension; with a 4-bit kv_type, dim_qk, dim_v, the groups and
+     * every stride of k and v in use (its dimension has more than one index) are even. Scale
+     * values are not checked. Not built yet in the attention calls: a quantized kv_type that
+     * passes these rules is ATTN_UNSUPPORTED (attn_quantize writes such caches today). */
+    const float *k_scale;          /* required for the integer types; FP8: NULL means 1          */
+    const float *v_scale;
+    const float *k_zero;           /* optional zero points, integer types only; NULL means 0     */
+    const float *v_zero;
+    attn_layout k_scale_strides;   /* in floats: .batch (per page with block_table), .head (kv
+                                      head), .seq (key row); a stride of 0 broadcasts           */
+    attn_layout v_scale_strides;
+    int64_t k_group;               /* elements of a K row sharing one scale, dividing dim_qk;
+                                      0 = dim_qk (one scale per row)                            */
+    int64_t v_group;               /* likewise for V over dim_v                                  */
 } attn_sdpa_desc;
 
 /* Dense BHSD layouts, heads_q = heads_kv = heads, dim_qk = dim_v = dim, scale 1/sqrt(dim),
  * no mask, no causal, no kv_len, no dropout, no weights, no lse, every type ATTN_DTYPE_F32,
- * windows -1, softcap 0, no ALiBi, no sinks, no paging. */
+ * windows -1, softcap 0, no ALiBi, no sinks, no paging, no packed sequences, no scales or zero
+ * points (strides and groups 0). */
 void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads,
                          int64_t len_q, int64_t len_kv, int64_t dim);
 

@@ -18,7 +18,8 @@ IMPL = {"auto": 0, "reference": 1, "simd": 2}
 ISA = {"auto": 0, "scalar": 1, "sse4": 2, "avx2": 3, "avx512": 4, "avx512_bf16": 5, "amx": 6}
 FPMATH = {"strict": 0, "bf16": 1}
 CAUSAL = {"none": 0, "top_left": 1, "bottom_right": 2, "bottom_right_kv_len": 3}
-DTYPE = {"f32": 0, "bf16": 1, "f16": 2}
+DTYPE = {"f32": 0, "bf16": 1, "f16": 2, "i8": 3, "u8": 4, "i4": 5, "u4": 6, "fp8_e4m3": 7,
+         "fp8_e5m2": 8}
 
 
 class AttnError(RuntimeError):
@@ -59,7 +60,13 @@ class attn_sdpa_desc(ctypes.Structure):
         ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
         ("sinks", ctypes.c_void_p), ("dsinks", ctypes.c_void_p),
         ("block_table", ctypes.c_void_p), ("block_table_stride", ctypes.c_int64),
-        ("page_size", ctypes.c_int64), ("num_pages", ctypes.c_int64)]
+        ("page_size", ctypes.c_int64), ("num_pages", ctypes.c_int64),
+        # 0.3: packed sequences and quantized K/V caches
+        ("q_start", ctypes.c_void_p), ("kv_start", ctypes.c_void_p),
+        ("k_scale", ctypes.c_void_p), ("v_scale", ctypes.c_void_p),
+        ("k_zero", ctypes.c_void_p), ("v_zero", ctypes.c_void_p),
+        ("k_scale_strides", attn_layout), ("v_scale_strides", attn_layout),
+        ("k_group", ctypes.c_int64), ("v_group", ctypes.c_int64)]
 
 
 class attn_mha_desc(ctypes.Structure):
@@ -108,6 +115,9 @@ _PROTOTYPES = {
 }
 OPTIONAL = {
     "attn_dtype_size": (ctypes.c_size_t, [_INT]),
+    "attn_dtype_bits": (ctypes.c_size_t, [_INT]),
+    "attn_quantize": (_INT, [_P, _I64, _I64, _P, _INT, _I64, _P, _INT, _I64, _P, _P, _I64,
+                             _I64]),
     "attn_convert": (_INT, [_P, _I64, _P, _INT, _P, _INT]),
     "attn_sdpa": (_INT, [_P, ctypes.POINTER(attn_sdpa_desc), _P, _P, _P, _P]),
     "attn_gemm": (_INT, [_P, _INT, _INT, _I64, _I64, _I64, _F, _P, _INT, _I64, _P, _INT, _I64,

@@ -1,4 +1,4 @@
-// attn_dtype_size and attn_convert: argument checks, then the driver.
+// attn_dtype_size, attn_dtype_bits and attn_convert: argument checks, then the driver.
 #include "api/context.hpp"
 #include "api/error.hpp"
 #include "api/validate.hpp"
@@ -11,6 +11,25 @@ size_t attn_dtype_size(attn_dtype t) {
     case ATTN_DTYPE_F32: return 4;
     case ATTN_DTYPE_BF16: return 2;
     case ATTN_DTYPE_F16: return 2;
+    case ATTN_DTYPE_I8:
+    case ATTN_DTYPE_U8:
+    case ATTN_DTYPE_FP8_E4M3:
+    case ATTN_DTYPE_FP8_E5M2: return 1;
+    default: return 0;  // I4 and U4 (half a byte), values outside the enum
+    }
+}
+
+size_t attn_dtype_bits(attn_dtype t) {
+    switch (attn::api::enum_int(t)) {
+    case ATTN_DTYPE_F32: return 32;
+    case ATTN_DTYPE_BF16:
+    case ATTN_DTYPE_F16: return 16;
+    case ATTN_DTYPE_I8:
+    case ATTN_DTYPE_U8:
+    case ATTN_DTYPE_FP8_E4M3:
+    case ATTN_DTYPE_FP8_E5M2: return 8;
+    case ATTN_DTYPE_I4:
+    case ATTN_DTYPE_U4: return 4;
     default: return 0;
     }
 }

@@ -5,6 +5,7 @@
 
 #include "api/context.hpp"
 #include "api/error.hpp"
+#include "api/sdpa_fields.hpp"
 #include "api/validate.hpp"
 #include "ops/ops.hpp"
 
@@ -113,8 +114,8 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
                  "NULL");
     chk.probability(d.dropout_p, "desc->dropout_p");
     chk.dtype(d.q_type, "desc->q_type");
-    chk.dtype(d.kv_type, "desc->kv_type");
     chk.dtype(d.out_type, "desc->out_type");
+    check_quantized_fields(chk, d);  // kv_type and the 0.3 scale fields
     check_model_fields(chk, d);
 
     // Element counts of every logical tensor (scratch in the drivers is sized by these).
@@ -189,6 +190,7 @@ attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
     if (chk.failed()) return chk.status();
     check_desc(chk, *d);
     if (f32_only) require_f32_types(chk, *d);
+    reject_unbuilt_fields(chk, *d, false);
     if (chk.failed()) return chk.status();
 
     sdpa_tensors t = input_tensors(chk, *d, q, k, v, out, "out");
@@ -216,6 +218,7 @@ attn_status sdpa_backward(const char *fn, attn_context *ctx, const attn_sdpa_des
     if (chk.failed()) return chk.status();
     check_desc(chk, *d);
     require_f32_types(chk, *d);
+    reject_unbuilt_fields(chk, *d, true);
     if (!chk.failed() && d->block_table)
         chk.fail(ATTN_UNSUPPORTED,
                  "desc->block_table = %p: paged K/V is forward only, the backward does not "
@@ -281,6 +284,10 @@ void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads, int64_
     d->dsinks = nullptr;
     d->block_table = nullptr;
     d->block_table_stride = d->page_size = d->num_pages = 0;
+    d->q_start = d->kv_start = nullptr;
+    d->k_scale = d->v_scale = d->k_zero = d->v_zero = nullptr;
+    d->k_scale_strides = d->v_scale_strides = attn_layout{0, 0, 0};
+    d->k_group = d->v_group = 0;
 }
 
 attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d, const float *q,

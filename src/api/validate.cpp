@@ -82,9 +82,35 @@ void checker::enum_value(int value, int lo, int hi, const char *what, const char
     fail(ATTN_INVALID_ARGUMENT, "%s = %d, must be %s", what, value, allowed);
 }
 
+const char *dtype_name(int t) {
+    static const char *const names[] = {
+        "ATTN_DTYPE_F32", "ATTN_DTYPE_BF16", "ATTN_DTYPE_F16", "ATTN_DTYPE_I8",
+        "ATTN_DTYPE_U8", "ATTN_DTYPE_I4", "ATTN_DTYPE_U4", "ATTN_DTYPE_FP8_E4M3",
+        "ATTN_DTYPE_FP8_E5M2"};
+    return t >= 0 && t <= ATTN_DTYPE_FP8_E5M2 ? names[t] : "?";
+}
+
 void checker::dtype(const attn_dtype &t, const char *what) {
-    enum_value(enum_int(t), ATTN_DTYPE_F32, ATTN_DTYPE_F16, what,
+    const int v = enum_int(t);
+    if (!failed() && is_quantized_type(v))
+        fail(ATTN_INVALID_ARGUMENT,
+             "%s = %s (%d), a quantized type, allowed only as desc->kv_type (a K/V cache) and as "
+             "attn_quantize's dst_type; must be ATTN_DTYPE_F32 (0), ATTN_DTYPE_BF16 (1) or "
+             "ATTN_DTYPE_F16 (2)",
+             what, dtype_name(v), v);
+    enum_value(v, ATTN_DTYPE_F32, ATTN_DTYPE_F16, what,
                "ATTN_DTYPE_F32 (0), ATTN_DTYPE_BF16 (1) or ATTN_DTYPE_F16 (2)");
+}
+
+void checker::kv_dtype(const attn_dtype &t, const char *what) {
+    enum_value(enum_int(t), ATTN_DTYPE_F32, ATTN_DTYPE_FP8_E5M2, what,
+               "an attn_dtype: ATTN_DTYPE_F32 (0) .. ATTN_DTYPE_FP8_E5M2 (8)");
+}
+
+void checker::quantized_dtype(const attn_dtype &t, const char *what) {
+    enum_value(enum_int(t), ATTN_DTYPE_I8, ATTN_DTYPE_FP8_E5M2, what,
+               "a quantized type: ATTN_DTYPE_I8 (3), ATTN_DTYPE_U8 (4), ATTN_DTYPE_I4 (5), "
+               "ATTN_DTYPE_U4 (6), ATTN_DTYPE_FP8_E4M3 (7) or ATTN_DTYPE_FP8_E5M2 (8)");
 }
 
 void checker::finite(float value, const char *what) {

@@ -52,6 +52,13 @@ int enum_int(const Enum &e) {
     return v;
 }
 
+// The quantized element types by their enum value (the value of an unchecked enum is fine).
+inline bool is_quantized_type(int t) { return t >= ATTN_DTYPE_I8 && t <= ATTN_DTYPE_FP8_E5M2; }
+inline bool is_integer_quantized_type(int t) { return t >= ATTN_DTYPE_I8 && t <= ATTN_DTYPE_U4; }
+inline bool is_4bit_type(int t) { return t == ATTN_DTYPE_I4 || t == ATTN_DTYPE_U4; }
+// "ATTN_DTYPE_I8" for 3, ...; "?" outside the enum.
+const char *dtype_name(int t);
+
 class checker {
 public:
     explicit checker(const char *function) : function_(function) {}
@@ -69,8 +76,13 @@ public:
     void not_null(const void *p, const char *what, const char *when = nullptr);
     // One of the enum's values lo..hi; `allowed` lists them for the message.
     void enum_value(int value, int lo, int hi, const char *what, const char *allowed);
-    // One of attn_dtype's values; `what` names the field ("desc->q_type", "a_type").
+    // One of attn_dtype's plain values (F32, BF16, F16); `what` names the field
+    // ("desc->q_type", "a_type"). A quantized type is rejected with its own message.
     void dtype(const attn_dtype &t, const char *what);
+    // Any of attn_dtype's values, quantized included (desc->kv_type).
+    void kv_dtype(const attn_dtype &t, const char *what);
+    // One of the quantized types (attn_quantize's dst_type).
+    void quantized_dtype(const attn_dtype &t, const char *what);
     // A finite float (not NaN, not +-inf).
     void finite(float value, const char *what);
     // A probability in [0, 1) (NaN fails).

@@ -12,6 +12,7 @@
 #include "kernels/convert.hpp"
 #include "kernels/elements.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/quantize.hpp"  // --- quantize ---
 // --- gemm and softmax ---
 #include "kernels/gemm.hpp"
 #include "kernels/softmax.hpp"
@@ -58,6 +59,8 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.attention_backward_tile = &attention_backward_tile<Arch>;
     t.attention_merge_rows = &attention_merge_rows<Arch>;
     t.narrow_row = &narrow_row<Arch>;
+    // --- quantize ---
+    t.quantize_rows = &quantize_rows<Arch>;
     return t;
 }
 

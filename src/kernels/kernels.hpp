@@ -111,7 +111,25 @@ struct kernel_table {
                                  const float *const *outs, int64_t outs_ld,
                                  const float *const *lses, float *out, int64_t out_ld,
                                  float *lse);
+    // --- quantize ---
+    // attn_quantize over `rows` rows (quantize.hpp); scratch and codes hold
+    // quantize_scratch_floats / quantize_scratch_codes(dim, vector_floats) elements.
+    void (*quantize_rows)(int64_t rows, int64_t dim, const void *src, attn_dtype src_type,
+                          int64_t src_stride, void *dst, attn_dtype dst_type, int64_t dst_stride,
+                          float *scale, float *zero, int64_t scale_stride, int64_t group,
+                          float *scratch, int32_t *codes);
+    // --- end quantize ---
 };
+
+// --- quantize ---
+// The scratch kernel_table::quantize_rows needs for rows of dim elements: floats (the row, its
+// scales and zero points, padded to whole vectors) and int32 codes.
+inline int64_t quantize_scratch_floats(int64_t dim, int64_t vector_floats) {
+    return 3 * (dim + vector_floats);
+}
+inline int64_t quantize_scratch_codes(int64_t dim, int64_t vector_floats) {
+    return dim + vector_floats;
+}
 
 // The table for an ISA, or nullptr for ATTN_ISA_SCALAR / ATTN_ISA_AUTO.
 const kernel_table *kernel_table_for(attn_isa isa);

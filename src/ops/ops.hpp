@@ -96,4 +96,21 @@ void convert(const exec &ex, int64_t n, const void *src, attn_dtype src_type, vo
 void merge(const exec &ex, int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
            const float *const *lses, float *out, float *lse);
 
+// attn_quantize: the first value that cannot be quantized, in row order: a NaN or infinity
+// (row, col: its row and column) or, when asymmetric and a row's values are all finite, a
+// group whose max - min overflows (row, col: the group's first column, overflow true).
+// row < 0: none.
+struct quantize_fault {
+    int64_t row = -1, col = -1;
+    bool overflow = false;
+};
+quantize_fault quantize_find_fault(const exec &ex, int64_t rows, int64_t dim, const void *src,
+                                   attn_dtype src_type, int64_t src_stride, int64_t group,
+                                   bool asymmetric);
+
+// attn_quantize on values quantize_find_fault accepted.
+void quantize(const exec &ex, int64_t rows, int64_t dim, const void *src, attn_dtype src_type,
+              int64_t src_stride, void *dst, attn_dtype dst_type, int64_t dst_stride,
+              float *scale, float *zero, int64_t scale_stride, int64_t group);
+
 }  // namespace attn::ops

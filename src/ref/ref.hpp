@@ -49,6 +49,12 @@ void merge(int64_t parts, int64_t rows, int64_t dim_v, const float *const *outs,
 
 // dst[i] = src[i] converted (attn_convert's rules, core/convert.hpp), i < n.
 void convert(int64_t n, const void *src, attn_dtype src_type, void *dst, attn_dtype dst_type);
+// attn_quantize (attn.h): rows x dim values of src_type (F32, BF16, F16) into dst_type (a
+// quantized type), group by group, with the scales (and zero points when zero != NULL) at
+// [r * scale_stride + g]. Every value finite, every group's max - min finite (checked before).
+void quantize(int64_t rows, int64_t dim, const void *src, attn_dtype src_type,
+              int64_t src_stride, void *dst, attn_dtype dst_type, int64_t dst_stride,
+              float *scale, float *zero, int64_t scale_stride, int64_t group);
 // Element i of an array of type t, widened to float (exact); x rounded into element i.
 float load_element(const void *base, attn_dtype t, int64_t i);
 void store_element(void *base, attn_dtype t, int64_t i, float x);

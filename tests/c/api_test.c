@@ -28,7 +28,7 @@ int main(void) {
     attn_status s;
     int i;
 
-    expect(strcmp(attn_version(), "0.2.0") == 0, "attn_version() == \"0.2.0\"");
+    expect(strcmp(attn_version(), "0.3.0") == 0, "attn_version() == \"0.3.0\"");
 
     attn_config_init(&cfg);
     s = attn_context_create(&cfg, &ctx);
@@ -37,6 +37,12 @@ int main(void) {
     printf("context: isa %s, %d threads\n", attn_context_isa(ctx), attn_context_num_threads(ctx));
 
     attn_sdpa_desc_init(&d, 1, 1, 3, 3, 2);
+    expect(d.q_start == NULL && d.kv_start == NULL && d.k_scale == NULL && d.v_scale == NULL &&
+               d.k_zero == NULL && d.v_zero == NULL && d.k_scale_strides.seq == 0 &&
+               d.v_scale_strides.batch == 0 && d.k_group == 0 && d.v_group == 0,
+           "attn_sdpa_desc_init clears the 0.3 fields");
+    expect(attn_dtype_bits(ATTN_DTYPE_I4) == 4 && attn_dtype_size(ATTN_DTYPE_FP8_E4M3) == 1,
+           "attn_dtype_bits(I4) == 4, attn_dtype_size(FP8_E4M3) == 1");
     for (i = 0; i < 6; ++i) out[i] = -1.0f;
     s = attn_sdpa_f32(ctx, &d, q, q, v, out);
     expect(s == ATTN_OK, "attn_sdpa_f32 on the seed example returns ATTN_OK");
