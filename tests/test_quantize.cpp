@@ -5,7 +5,7 @@
 // just above and below it), integer ties, nibble order, all-equal, zero and underflowing
 // groups, NaN / infinity / overflow rejected with nothing written, untouched elements around
 // the written rows and groups, and a sweep of shapes, groups and source types compared bit for
-// bit. The element decoders of src/ref/quantized_elements.hpp are checked against the table.
+// bit. The element decoders of src/core/quantized_elements.hpp are checked against the table.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "ref/quantized_elements.hpp"
+#include "core/quantized_elements.hpp"
 #include "test_util.hpp"
 
 namespace {

@@ -1,7 +1,7 @@
 // The quantized element types as scalar facts: FP8 (E4M3, E5M2) <-> f32, 4-bit nibbles, the
 // integer ranges, and the scale and zero point of a group (attn_quantize's rules, attn.h).
 // Plain integer code on bit patterns, shared by the reference and the kernels of every ISA so
-// that both read and write elements the same way (static, like ref/convert.hpp: each ISA's
+// that both read and write elements the same way (static, like core/convert.hpp: each ISA's
 // translation unit gets its own copy).
 //   FP8 E4M3 ("e4m3fn"): sign, 4 exponent bits (bias 7), 3 mantissa bits; subnormals m * 2^-9;
 //     no infinities; S.1111.111 is NaN; largest finite 448 (S.1111.110).
@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "attn/attn.h"
-#include "ref/convert.hpp"
+#include "core/convert.hpp"
 
 namespace attn::quant {
 
@@ -109,27 +109,23 @@ static inline void nibble_set(uint8_t *base, int64_t e, int v) {
 
 // ---- integer ranges and the parameters of a group ----------------------------------------
 
-// [qmin, qmax] of an integer type (I8, U8, I4, U4).
+// [qmin, qmax] of an integer type (I8, U8, I4, U4; any other type reads as U4's).
 struct int_range {
     int qmin, qmax;
 };
 static inline int_range integer_range(attn_dtype t) {
-    switch (t) {
-    case ATTN_DTYPE_I8: return {-128, 127};
-    case ATTN_DTYPE_U8: return {0, 255};
-    case ATTN_DTYPE_I4: return {-8, 7};
-    default: return {0, 15};  // ATTN_DTYPE_U4
-    }
+    if (t == ATTN_DTYPE_I8) return {-128, 127};
+    if (t == ATTN_DTYPE_U8) return {0, 255};
+    if (t == ATTN_DTYPE_I4) return {-8, 7};
+    return {0, 15};  // ATTN_DTYPE_U4
 }
 
-// qmax of the symmetric rule: 127 (I8), 7 (I4), 448 (E4M3), 57344 (E5M2).
+// qmax of the symmetric rule: 127 (I8), 7 (I4), 448 (E4M3), 57344 (E5M2; any other type).
 static inline float symmetric_qmax(attn_dtype t) {
-    switch (t) {
-    case ATTN_DTYPE_I8: return 127.0f;
-    case ATTN_DTYPE_I4: return 7.0f;
-    case ATTN_DTYPE_FP8_E4M3: return fp8_e4m3_max;
-    default: return fp8_e5m2_max;  // ATTN_DTYPE_FP8_E5M2
-    }
+    if (t == ATTN_DTYPE_I8) return 127.0f;
+    if (t == ATTN_DTYPE_I4) return 7.0f;
+    if (t == ATTN_DTYPE_FP8_E4M3) return fp8_e4m3_max;
+    return fp8_e5m2_max;  // ATTN_DTYPE_FP8_E5M2
 }
 
 // The scale and zero point of a group. With scale == 0 every element of the group is q = 0.
