@@ -26,6 +26,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_args.hpp"
+#include "kernels/attention_decode_quantized.hpp"
 #include "kernels/attention_micro.hpp"
 #include "kernels/elements.hpp"
 #include "kernels/row_reader.hpp"
@@ -188,10 +189,13 @@ void pv_ranges(int64_t rows, const key_range *seen, const float *p, int64_t ldp,
                          whole_vectors, o + r * ldo, ldo, rescale + r);
 }
 
-// A quantized cache: the block's keys in sub-blocks of decode_pv_keys, each sub-block's K rows
-// (then V rows) dequantized once by the row reader (kernels/row_reader.hpp) into f32 rows in
-// the tile's K (V) scratch, where they stay in L1 for the f32 passes above: the cache is read
-// from memory once, at its own size. Rows zero padded to whole vectors.
+// A quantized cache. Rows that all see the same keys of the block (the heads of one KV head, or
+// one row) take the passes of attention_decode_quantized.hpp, dequantizing in registers once
+// for every row. Other rows (different windows or causal limits) take the block's keys in
+// sub-blocks of decode_pv_keys, each sub-block's K rows (then V rows) dequantized once by the
+// row reader (kernels/row_reader.hpp) into f32 rows in the tile's K (V) scratch, where they
+// stay in L1 for the f32 passes above, each row summing only the keys it sees. Either way the
+// cache is read from memory once, at its own size.
 template <class Arch, class E>
 struct quantized_block {
     const attention_tile &t;
@@ -215,8 +219,15 @@ struct quantized_block {
             if (out[r].hi < out[r].lo) out[r].hi = out[r].lo;
         }
     }
+    static bool shared(int64_t rows, const key_range *seen, int64_t lo, int64_t hi) {
+        for (int64_t r = 0; r < rows; ++r)
+            if (seen[r].lo != lo || seen[r].hi != hi) return false;
+        return true;
+    }
     void scores(const float *qs, int64_t rows, const key_range *seen, int64_t lo, int64_t hi,
                 int64_t j0, const float **at, float *s) const {
+        if (shared(rows, seen, lo, hi))  // every row sees [lo, hi): dequantized in registers
+            return scores_in_registers<Arch, E>(t, rows, qs, lo, hi, j0, s, decode_block_keys);
         key_range part[attention_direct_rows];
         for (int64_t c0 = lo; c0 < hi; c0 += decode_pv_keys) {
             const int64_t c1 = c0 + decode_pv_keys < hi ? c0 + decode_pv_keys : hi;
@@ -228,6 +239,9 @@ struct quantized_block {
     }
     void pv(int64_t rows, const key_range *seen, int64_t lo, int64_t hi, int64_t j0,
             const float **at, const float *p, float *o, const float *rescale) const {
+        if (shared(rows, seen, lo, hi))
+            return pv_in_registers<Arch, E>(t, rows, lo, hi, j0, p, decode_block_keys, o, dv_pad,
+                                            rescale, decode_pv_keys);
         alignas(64) static constexpr float ones[attention_direct_rows] = {1.0f, 1.0f, 1.0f, 1.0f};
         key_range part[attention_direct_rows];
         for (int64_t c0 = lo; c0 == lo || c0 < hi; c0 += decode_pv_keys) {

@@ -89,7 +89,8 @@ struct row_reader;
 // f32, bf16, f16: the stored values, widened.
 template <class Arch, class E>
 struct row_reader<Arch, E, false> {
-    const typename E::storage *p;
+    const typename E::storage *p = nullptr;
+    row_reader() = default;
     row_reader(const kv_rows &r, int64_t j) : p(static_cast<const typename E::storage *>(r.row(j))) {}
     xsimd::batch<float, Arch> vec(int64_t c) const { return widen<Arch, E>(p + c); }
     float one(int64_t c) const { return widen_one<Arch, E>(p + c); }
@@ -101,9 +102,10 @@ template <class Arch, class E>
 struct row_reader<Arch, E, true> {
     using fbatch = xsimd::batch<float, Arch>;
     static constexpr int W = int(fbatch::size);
-    const uint8_t *p;
-    const float *sc, *ze;
-    int64_t group;
+    const uint8_t *p = nullptr;
+    const float *sc = nullptr, *ze = nullptr;
+    int64_t group = 1;
+    row_reader() = default;
     row_reader(const kv_rows &r, int64_t j)
         : p(static_cast<const uint8_t *>(r.row(j))), sc(r.scale_row(j)), ze(r.zero_row(j)),
           group(r.scales.group) {}
