@@ -306,8 +306,10 @@ void attention_decode_tile_of(const attention_tile &t) {
         for (int64_t r = 0; r < rows; ++r) seen[r] = attention_detail::tile_columns(t, r, j0, cols);
         const int64_t listed = last_seen - j0 < B + decode_prefetch_keys + W
                                    ? last_seen - j0 : B + decode_prefetch_keys + W;
-        t.k.rows_as<storage>(j0, listed, k_at);
-        t.v.rows_as<storage>(j0, listed, v_at);
+        if constexpr (!E::quantized) {  // (a quantized cache finds its rows by reader)
+            t.k.rows_as<storage>(j0, listed, k_at);
+            t.v.rows_as<storage>(j0, listed, v_at);
+        }
 
         int64_t lo = cols, hi = 0;  // the block's columns some row sees
         for (int64_t r = 0; r < rows; ++r)
