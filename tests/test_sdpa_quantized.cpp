@@ -329,6 +329,37 @@ TEST(sdpa_quantized_paged, same_bits_as_contiguous) {
         }
 }
 
+// Prefill dequantizes while packing K and padding V, so it computes on the very f32 values an
+// f32 cache holding the f32-dequantized values gives: the same bits, on every path, strict and
+// under ATTN_FPMATH_BF16 (where the bf16-pair path rounds those values to bf16 once, as it
+// does an f32 cache's).
+TEST(sdpa_quantized_prefill, same_bits_as_the_dequantized_f32_cache) {
+    for (attn_fpmath fpmath : {ATTN_FPMATH_STRICT, ATTN_FPMATH_BF16})
+        for (attn_dtype t : {ATTN_DTYPE_I8, ATTN_DTYPE_U4, ATTN_DTYPE_FP8_E5M2}) {
+            const granularity g = t == ATTN_DTYPE_U4 ? granularity::group32 : granularity::per_row;
+            const problem p = make_problem(t, g, t == ATTN_DTYPE_U4, 9, 77, 6000 + uint32_t(t));
+            attn_sdpa_desc f = p.d;
+            f.kv_type = ATTN_DTYPE_F32;
+            f.k_scale = f.v_scale = f.k_zero = f.v_zero = nullptr;
+            f.k_scale_strides = f.v_scale_strides = attn_layout{0, 0, 0};
+            f.k_group = f.v_group = 0;
+            for (const path &at : all_paths()) {
+                attn_config cfg;
+                attn_config_init(&cfg);
+                cfg.impl = at.impl;
+                cfg.max_isa = at.isa;
+                cfg.fpmath = fpmath;
+                attn_context *c = nullptr;
+                ASSERT_EQ(attn_context_create(&cfg, &c), ATTN_OK) << at.name;
+                const context_ptr ctx(c);
+                const std::vector<float> quantized = run(ctx.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+                const std::vector<float> dense = run(ctx.get(), f, p, p.k.f32.data(), p.v.f32.data());
+                EXPECT_TRUE(bitwise_equal(quantized, dense))
+                    << at.name << ", type " << t << (fpmath == ATTN_FPMATH_BF16 ? ", fpmath bf16" : "");
+            }
+        }
+}
+
 // The same bits with 1, 2 and 3 threads, decode (split keys) and prefill.
 TEST(sdpa_quantized_threads, bitwise_across_thread_counts) {
     for (int64_t len_q : {1, 9}) {
