@@ -1,8 +1,8 @@
 // Argument validation of the 0.3 additions: the quantized types in every type field, the
 // scale and zero-point fields of attn_sdpa_desc, the packed-sequence fields (not computed
 // yet: ATTN_UNSUPPORTED), and attn_quantize. One case per rule, each checking the status, the
-// message (function, field, value) and that no output was written, on the reference and the
-// SIMD implementation.
+// message (function, field, value) and that no output was written (valid calls: their exact
+// output), on the reference and the SIMD implementation.
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -33,23 +33,30 @@ constexpr float kSentinel = 1234.5f;  // what outputs hold before a call
 // ---- attn_sdpa with quantized K/V fields -------------------------------------------------
 
 // batch 1, heads 2, len_q 3, len_kv 4, dim 8; K/V as an I8 cache with a scale per row.
+// A valid call: ATTN_OK, and every output element the value the cache holds (every key and
+// every value row alike, so the weights do not matter).
+struct accepted {
+    float value_even, value_odd;  // output columns 2c and 2c + 1
+};
+
 struct sdpa_case {
     std::string name;
     std::function<void(attn_sdpa_desc &)> mutate;
     outcome want;
+    accepted values = {0.0f, 0.0f};
 };
 
-const char *const kNotYet = "quantized K/V caches are not supported by this call yet";
 
 std::vector<sdpa_case> sdpa_cases(const float *scales, const int32_t *starts) {
     using d_t = attn_sdpa_desc;
     return {
-        {"a valid I8 cache", [](d_t &) {},
-         {ATTN_UNSUPPORTED, {"attn_sdpa: desc->kv_type = ATTN_DTYPE_I8 (3)", kNotYet}}},
+        // bytes 1, scales 0.5: I8 elements 0.5; E5M2 code 1 is 2^-16 (scale 1); U4 elements
+        // alternate nibbles 1 and 0, less the zero point 0.5, times 0.5
+        {"a valid I8 cache", [](d_t &) {}, {ATTN_OK, {}}, {0.5f, 0.5f}},
         {"FP8 without scales (1)", [](d_t &d) { d.kv_type = ATTN_DTYPE_FP8_E5M2; d.k_scale = d.v_scale = nullptr; },
-         {ATTN_UNSUPPORTED, {"desc->kv_type = ATTN_DTYPE_FP8_E5M2 (8)", kNotYet}}},
+         {ATTN_OK, {}}, {0x1p-16f, 0x1p-16f}},
         {"U4 with zero points", [=](d_t &d) { d.kv_type = ATTN_DTYPE_U4; d.k_zero = d.v_zero = scales; },
-         {ATTN_UNSUPPORTED, {"desc->kv_type = ATTN_DTYPE_U4 (6)", kNotYet}}},
+         {ATTN_OK, {}}, {0.25f, -0.25f}},
         {"kv_type outside the enum", [](d_t &d) { d.kv_type = attn_dtype(9); },
          {ATTN_INVALID_ARGUMENT, {"desc->kv_type = 9, must be an attn_dtype"}}},
         {"q_type quantized", [](d_t &d) { d.q_type = ATTN_DTYPE_I8; },
@@ -89,7 +96,7 @@ std::vector<sdpa_case> sdpa_cases(const float *scales, const int32_t *starts) {
          {ATTN_INVALID_ARGUMENT, {"desc->v.seq = 9, must be even with the 4-bit"}}},
         {"4-bit: odd batch stride of one batch (not in use)",
          [](d_t &d) { d.kv_type = ATTN_DTYPE_I4; d.k.batch = 65; },
-         {ATTN_UNSUPPORTED, {kNotYet}}},
+         {ATTN_OK, {}}, {0.5f, 0.0f}},  // I4 nibbles 1 and 0, times 0.5
         {"q_start", [=](d_t &d) { d.kv_type = ATTN_DTYPE_F32; d.k_scale = d.v_scale = nullptr; d.q_start = starts; },
          {ATTN_UNSUPPORTED, {"desc->q_start = 0x", "packed (ragged) batches are not supported"}}},
         {"kv_start", [=](d_t &d) { d.kv_start = starts; },
@@ -117,7 +124,13 @@ TEST(validation_quantized, sdpa_desc_fields) {
             std::vector<float> out(2 * 3 * 8, kSentinel);
             const attn_status s = attn_sdpa(ctx.get(), &d, q.data(), kv.data(), kv.data(), out.data());
             expect_outcome(s, c.want, c.name);
-            EXPECT_EQ(out, std::vector<float>(out.size(), kSentinel)) << c.name;
+            if (c.want.status != ATTN_OK) {
+                EXPECT_EQ(out, std::vector<float>(out.size(), kSentinel)) << c.name;
+                continue;
+            }
+            for (size_t i = 0; i < out.size(); ++i)  // exact: a weighted mean of equal values
+                EXPECT_EQ(out[i], i % 2 == 0 ? c.values.value_even : c.values.value_odd)
+                    << c.name << " at " << i;
         }
     }
 }

@@ -4,7 +4,7 @@
 // just above and below it); integer ties, clamping, nibble order, all-equal, zero and
 // underflowing groups; NaN / infinity / overflow rejected with nothing written; untouched
 // elements around the written rows and groups; a sweep of shapes, groups and source types.
-// The element decoders of src/ref/quantized_elements.hpp are checked against the table.
+// The element decoders of src/core/quantized_elements.hpp are checked against the table.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "quantize_oracle.hpp"
-#include "ref/quantized_elements.hpp"
+#include "core/quantized_elements.hpp"
 #include "test_util.hpp"
 
 namespace {

@@ -10,11 +10,11 @@ from ._context import Context, default_isa
 from ._basic import version, gemm, softmax, merge
 from ._sdpa import sdpa, sdpa_backward
 from ._mha import mha_forward, mha_backward
-from ._quantize import quantize
+from ._quantize import quantize, sdpa_quantized
 
 __version__ = "0.3.0"
 __all__ = ["AttnError", "Context", "version", "gemm", "softmax", "merge", "sdpa",
-           "sdpa_backward", "mha_forward", "mha_backward", "quantize", "library_path", "default_isa",
+           "sdpa_backward", "mha_forward", "mha_backward", "quantize", "sdpa_quantized", "library_path", "default_isa",
            "has_typed"]
 
 

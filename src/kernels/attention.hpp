@@ -132,14 +132,29 @@ inline float dot(const float *a, const void *b, attn_dtype b_type, int64_t n) {
     });
 }
 
-// S[r, c] = qs[r, :] . K[j0 + c, :] for c < cols, straight from the K rows (k at key j0):
-// for a few query rows (decoding) packing K would cost more than the products themselves.
+// S[r, c] = qs[r, :] . K[j0 + c, :] for c < cols, straight from the K rows (k at key j0),
+// each read by its row reader (widened or dequantized in registers; for f32, bf16 and f16
+// the arithmetic of dot above): for a few query rows (decoding) packing K would cost more
+// than the products themselves.
 template <class Arch>
 void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const kv_rows &k, int64_t j0,
                         int64_t cols, float *s) {
-    for (int64_t c = 0; c < cols; ++c)
-        for (int64_t r = 0; r < rows; ++r)
-            s[r * attention_blocking<Arch>::bc + c] = dot<Arch>(qs + r * dim, k.row(j0 + c), k.type, dim);
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    core::with_kv_format(k.type, [&](auto format) {
+        for (int64_t c = 0; c < cols; ++c) {
+            const row_reader<Arch, decltype(format)> key(k, j0 + c);
+            for (int64_t r = 0; r < rows; ++r) {
+                const float *a = qs + r * dim;
+                fbatch acc(0.0f);
+                int64_t d = 0;
+                for (; d + W <= dim; d += W) acc = xsimd::fma(fbatch::load_unaligned(a + d), key.vec(d), acc);
+                float sum = reduce_add<Arch>(acc);
+                for (; d < dim; ++d) sum += a[d] * key.one(d);
+                s[r * attention_blocking<Arch>::bc + c] = sum;
+            }
+        }
+    });
 }
 
 // S = (scale Q) K^T for the keys j0 .. j0+cols-1: K from the packed head, or straight from

@@ -50,6 +50,18 @@ inline uint32_t pair_bits(const void *row, attn_dtype t, int64_t p, int64_t dim)
 
 inline int64_t pairs_of(int64_t dim) { return (dim + 1) / 2; }
 
+// The same for element i of key j's row of a K or V cache (bf16 as stored, else its value,
+// widened or dequantized, rounded once: an ATTN_FPMATH_BF16 product of a quantized cache).
+inline uint16_t kv_bf16_bits(const kv_rows &x, int64_t j, int64_t i) {
+    if (x.type == ATTN_DTYPE_BF16) return static_cast<const uint16_t *>(x.row(j))[i];
+    return convert::f32_to_bf16(x.value(j, i));
+}
+inline uint32_t kv_pair_bits(const kv_rows &x, int64_t j, int64_t p, int64_t dim) {
+    const uint32_t lo = kv_bf16_bits(x, j, 2 * p);
+    const uint32_t hi = 2 * p + 1 < dim ? kv_bf16_bits(x, j, 2 * p + 1) : 0u;
+    return lo | (hi << 16);
+}
+
 // Element i of a row of type t, widened to f32 (exact).
 inline float ref_widen(const void *row, attn_dtype t, int64_t i) {
     return core::with_format(t, [&](auto format) -> float {
@@ -85,9 +97,8 @@ void pack_k_pairs(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim
     for (int64_t p = 0; p < panels; ++p)
         for (int n = 0; n < nr; ++n) {
             const int64_t j = first + p * nr + n;
-            const void *row = j < keys_end ? k.row(j) : nullptr;
             for (int64_t d = 0; d < dp; ++d)
-                words[(p * dp + d) * nr + n] = row ? pair_bits(row, k.type, d, dim) : 0u;
+                words[(p * dp + d) * nr + n] = j < keys_end ? kv_pair_bits(k, j, d, dim) : 0u;
         }
 }
 
@@ -197,8 +208,8 @@ void pack_v_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, 
             }
         }
         for (; d < dim_v; ++d)
-            words[d] = uint32_t(bf16_bits(row0, v_type, d)) |
-                       (second ? uint32_t(bf16_bits(row1, v_type, d)) << 16 : 0u);
+            words[d] = uint32_t(kv_bf16_bits(v, first + 2 * m, d)) |
+                       (second ? uint32_t(kv_bf16_bits(v, first + 2 * m + 1, d)) << 16 : 0u);
         for (; d < ld; ++d) words[d] = 0u;
     }
 }
@@ -310,8 +321,7 @@ void pv_tile_pairs(const attention_tile &t, int64_t j0, int64_t cols, float *s, 
             float *o_row = o + r * dv_pad;
             auto add_key = [&](int64_t j) {
                 const float p = convert::bf16_to_f32(p16[j]);
-                const void *v_src = t.v.row(j0 + j);
-                for (int64_t d = 0; d < t.dim_v; ++d) o_row[d] += p * ref_widen(v_src, t.v.type, d);
+                for (int64_t d = 0; d < t.dim_v; ++d) o_row[d] += p * t.v.value(j0 + j, d);
             };
             // the keys before the paired range and after it, not a pass over the paired ones
             for (int64_t j = own.lo; j < (own.hi < paired_lo ? own.hi : paired_lo); ++j) add_key(j);

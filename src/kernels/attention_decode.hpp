@@ -26,8 +26,10 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_args.hpp"
+#include "kernels/attention_decode_quantized.hpp"
 #include "kernels/attention_micro.hpp"
 #include "kernels/elements.hpp"
+#include "kernels/row_reader.hpp"
 #include "kernels/vec_math.hpp"
 
 ATTN_KERNELS_BEGIN
@@ -187,6 +189,71 @@ void pv_ranges(int64_t rows, const key_range *seen, const float *p, int64_t ldp,
                          whole_vectors, o + r * ldo, ldo, rescale + r);
 }
 
+// A quantized cache. Rows that all see the same keys of the block (the heads of one KV head, or
+// one row) take the passes of attention_decode_quantized.hpp, dequantizing in registers once
+// for every row. Other rows (different windows or causal limits) take the block's keys in
+// sub-blocks of decode_pv_keys, each sub-block's K rows (then V rows) dequantized once by the
+// row reader (kernels/row_reader.hpp) into f32 rows in the tile's K (V) scratch, where they
+// stay in L1 for the f32 passes above, each row summing only the keys it sees. Either way the
+// cache is read from memory once, at its own size.
+template <class Arch, class E>
+struct quantized_block {
+    const attention_tile &t;
+    float *k_rows, *v_rows;  // decode_pv_keys rows of dim_qk, of dv_pad
+    int64_t dv_pad;
+
+    // keys [c0, c1) of the block at j0 dequantized, rows ld apart, listed at at[c]
+    void read(const kv_rows &x, int64_t dim, int64_t ld, int64_t j0, int64_t c0, int64_t c1,
+              float *buf, const float **at) const {
+        for (int64_t c = c0; c < c1; ++c) {
+            float *row = buf + (c - c0) * ld;
+            read_row<Arch, E>(x, j0 + c, dim, row);
+            for (int64_t d = dim; d < ld; ++d) row[d] = 0.0f;
+            at[c] = row;
+        }
+    }
+    static void clip(int64_t rows, const key_range *seen, int64_t c0, int64_t c1, key_range *out) {
+        for (int64_t r = 0; r < rows; ++r) {
+            out[r].lo = seen[r].lo > c0 ? seen[r].lo : c0;
+            out[r].hi = seen[r].hi < c1 ? seen[r].hi : c1;
+            if (out[r].hi < out[r].lo) out[r].hi = out[r].lo;
+        }
+    }
+    static bool shared(int64_t rows, const key_range *seen, int64_t lo, int64_t hi) {
+        for (int64_t r = 0; r < rows; ++r)
+            if (seen[r].lo != lo || seen[r].hi != hi) return false;
+        return true;
+    }
+    void scores(const float *qs, int64_t rows, const key_range *seen, int64_t lo, int64_t hi,
+                int64_t j0, const float **at, float *s) const {
+        if (shared(rows, seen, lo, hi))  // every row sees [lo, hi): dequantized in registers
+            return scores_in_registers<Arch, E>(t, rows, qs, lo, hi, j0, s, decode_block_keys);
+        key_range part[attention_direct_rows];
+        for (int64_t c0 = lo; c0 < hi; c0 += decode_pv_keys) {
+            const int64_t c1 = c0 + decode_pv_keys < hi ? c0 + decode_pv_keys : hi;
+            read(t.k, t.dim_qk, t.dim_qk, j0, c0, c1, k_rows, at);
+            clip(rows, seen, c0, c1, part);
+            score_rows<Arch, f32_elements>(qs, t.dim_qk, rows, part, at, at, 0, false, false, 0,
+                                           s, decode_block_keys);
+        }
+    }
+    void pv(int64_t rows, const key_range *seen, int64_t lo, int64_t hi, int64_t j0,
+            const float **at, const float *p, float *o, const float *rescale) const {
+        if (shared(rows, seen, lo, hi))
+            return pv_in_registers<Arch, E>(t, rows, lo, hi, j0, p, decode_block_keys, o, dv_pad,
+                                            rescale, decode_pv_keys);
+        alignas(64) static constexpr float ones[attention_direct_rows] = {1.0f, 1.0f, 1.0f, 1.0f};
+        key_range part[attention_direct_rows];
+        for (int64_t c0 = lo; c0 == lo || c0 < hi; c0 += decode_pv_keys) {
+            const int64_t c1 = c0 + decode_pv_keys < hi ? c0 + decode_pv_keys : hi;
+            read(t.v, t.dim_v, dv_pad, j0, c0, c1, v_rows, at);
+            clip(rows, seen, c0, c1, part);
+            pv_ranges<Arch, f32_elements>(rows, part, p, decode_block_keys, at, t.dim_v, true, o,
+                                          dv_pad, c0 == lo ? rescale : ones);
+        }
+    }
+};
+
 }  // namespace attention_decode_detail
 
 template <class Arch, class E>
@@ -216,8 +283,11 @@ void attention_decode_tile_of(const attention_tile &t) {
         l[r] = m[r] == neg_inf ? 0.0f : 1.0f;
     }
     // (a division, not a product: a stride may be as large as int64 allows when one row is read)
-    const bool fetch_k = t.k.ld < decode_page_bytes / element_bytes(t.k.type);
-    const bool fetch_v = t.v.ld < decode_page_bytes / element_bytes(t.v.type);
+    const bool fetch_k = t.k.ld < decode_page_bytes * 8 / core::element_bits(t.k.type);
+    const bool fetch_v = t.v.ld < decode_page_bytes * 8 / core::element_bits(t.v.type);
+    const quantized_block<Arch, E> quantized{t, t.scratch + at.k_panels, t.scratch + at.v_tile,
+                                             dv_pad};
+    const float *deq_at[B];  // a quantized cache's dequantized rows, by block column
     // Keys no row sees (window, causal) are never read, K or V, nor prefetched.
     int64_t first_seen = t.key_end, last_seen = t.key_begin;
     for (int64_t r = 0; r < rows; ++r) {
@@ -236,12 +306,25 @@ void attention_decode_tile_of(const attention_tile &t) {
         for (int64_t r = 0; r < rows; ++r) seen[r] = attention_detail::tile_columns(t, r, j0, cols);
         const int64_t listed = last_seen - j0 < B + decode_prefetch_keys + W
                                    ? last_seen - j0 : B + decode_prefetch_keys + W;
-        t.k.rows_as<storage>(j0, listed, k_at);
-        t.v.rows_as<storage>(j0, listed, v_at);
+        if constexpr (!E::quantized) {  // (a quantized cache finds its rows by reader)
+            t.k.rows_as<storage>(j0, listed, k_at);
+            t.v.rows_as<storage>(j0, listed, v_at);
+        }
+
+        int64_t lo = cols, hi = 0;  // the block's columns some row sees
+        for (int64_t r = 0; r < rows; ++r)
+            if (seen[r].hi > seen[r].lo) {
+                lo = seen[r].lo < lo ? seen[r].lo : lo;
+                hi = seen[r].hi > hi ? seen[r].hi : hi;
+            }
+        if (hi < lo) hi = lo = 0;
 
         // S = (scale Q) K^T for the block; its V rows are fetched meanwhile
-        score_rows<Arch, E>(qs, t.dim_qk, rows, seen, k_at, v_at, t.dim_v, fetch_k, fetch_v,
-                            listed, s, B);
+        if constexpr (E::quantized)
+            quantized.scores(qs, rows, seen, lo, hi, j0, deq_at, s);
+        else
+            score_rows<Arch, E>(qs, t.dim_qk, rows, seen, k_at, v_at, t.dim_v, fetch_k, fetch_v,
+                                listed, s, B);
 
         // online softmax per row: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m-m') + sum P
         for (int64_t r = 0; r < rows; ++r) {
@@ -265,7 +348,10 @@ void attention_decode_tile_of(const attention_tile &t) {
         }
 
         // O = O rescale + P V, every V row read once for all rows
-        pv_ranges<Arch, E>(rows, seen, s, B, v_at, t.dim_v, whole_vectors, o, dv_pad, rescale);
+        if constexpr (E::quantized)
+            quantized.pv(rows, seen, lo, hi, j0, deq_at, s, o, rescale);
+        else
+            pv_ranges<Arch, E>(rows, seen, s, B, v_at, t.dim_v, whole_vectors, o, dv_pad, rescale);
     }
 
     // out = O / l, lse = m + log l (l is 0 for a row that saw no key or only -inf scores)
@@ -276,7 +362,7 @@ void attention_decode_tile_of(const attention_tile &t) {
 // on it so that the in-place reads widen in registers.
 template <class Arch>
 void attention_decode_tile(const attention_tile &t) {
-    core::with_format(t.k.type, [&](auto format) { attention_decode_tile_of<Arch, decltype(format)>(t); });
+    core::with_kv_format(t.k.type, [&](auto format) { attention_decode_tile_of<Arch, decltype(format)>(t); });
 }
 
 ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

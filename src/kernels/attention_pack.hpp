@@ -13,6 +13,7 @@
 #include "kernels/attention_micro.hpp"
 #include "kernels/elements.hpp"
 #include "core/kv_rows.hpp"
+#include "kernels/row_reader.hpp"
 
 ATTN_KERNELS_BEGIN
 namespace attention_detail {
@@ -32,10 +33,8 @@ inline void prefetch_row(const T *row, int64_t count) {
 // The same for a row of type t at element offset i of base.
 template <class Arch, bool Write>
 inline void prefetch_row(const void *base, attn_dtype t, int64_t i, int64_t count) {
-    core::with_format(t, [&](auto format) {
-        using S = typename decltype(format)::storage;
-        prefetch_row<Arch, Write>(static_cast<const S *>(base) + i, count);
-    });
+    prefetch_row<Arch, Write>(static_cast<const char *>(element_at(base, t, i)),
+                              core::element_offset_bytes(t, count + count % 2));
 }
 
 // r[0..16) = the 16 x 16 block's rows in, its columns out (AVX-512): interleave pairs of
@@ -67,13 +66,13 @@ inline void transpose_16x16(xsimd::batch<float, Arch> *r) {
 }
 
 // Panels of nr keys, [dim][nr] each, from key rows first + p * nr + n (zero from keys_end
-// on), elements of type E widened to f32. On AVX-512, 16 keys x 16 dims at a time through a
+// on), elements of format E widened (or dequantized) to f32 by its row reader. On AVX-512, 16 keys x 16 dims at a time through a
 // register transpose (16 loads and 16 stores instead of 256 of each); elsewhere, and at the
 // edges, element by element.
 template <class Arch, class E>
 void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim,
                    int64_t panels, float *packed) {
-    using S = typename E::storage;
+    using reader = row_reader<Arch, E>;
     constexpr int nr = panel_keys<Arch>;
     for (int64_t p = 0; p < panels; ++p) {
         float *panel = packed + p * nr * dim;
@@ -81,30 +80,32 @@ void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t di
         if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
             for (; n + 16 <= nr && first + p * nr + n + 16 <= keys_end; n += 16) {
                 const int64_t j0 = first + p * nr + n;
-                const S *row[16];
-                for (int i = 0; i < 16; ++i) row[i] = k.row_as<S>(j0 + i);
+                const reader row[16] = {{k, j0}, {k, j0 + 1}, {k, j0 + 2}, {k, j0 + 3},
+                                        {k, j0 + 4}, {k, j0 + 5}, {k, j0 + 6}, {k, j0 + 7},
+                                        {k, j0 + 8}, {k, j0 + 9}, {k, j0 + 10}, {k, j0 + 11},
+                                        {k, j0 + 12}, {k, j0 + 13}, {k, j0 + 14}, {k, j0 + 15}};
                 // K comes from far caches or memory: fetch the next 16 rows meanwhile
                 for (int64_t i = 0; i < 16 && j0 + 16 + i < keys_end; ++i)
-                    prefetch_row<Arch, false>(k.row_as<S>(j0 + 16 + i), dim);
+                    prefetch_row<Arch, false>(k.row(j0 + 16 + i), k.type, 0, dim);
                 int64_t d = 0;
                 for (; d + 16 <= dim; d += 16) {
                     xsimd::batch<float, Arch> r[16];
-                    for (int i = 0; i < 16; ++i) r[i] = widen<Arch, E>(row[i] + d);
+                    for (int i = 0; i < 16; ++i) r[i] = row[i].vec(d);
                     transpose_16x16<Arch>(r);
                     for (int c = 0; c < 16; ++c) r[c].store_unaligned(panel + (d + c) * nr + n);
                 }
                 for (; d < dim; ++d)
-                    for (int i = 0; i < 16; ++i) panel[d * nr + n + i] = widen_one<Arch, E>(row[i] + d);
+                    for (int i = 0; i < 16; ++i) panel[d * nr + n + i] = row[i].one(d);
             }
         }
         for (; n < nr; ++n) {
             const int64_t j = first + p * nr + n;
             if (j < keys_end) {
-                const S *row = k.row_as<S>(j);
+                const reader row(k, j);
                 // K comes from far caches or memory, one row at a time: fetch rows ahead
                 if (j + pack_prefetch_rows < keys_end)
-                    prefetch_row<Arch, false>(k.row_as<S>(j + pack_prefetch_rows), dim);
-                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = widen_one<Arch, E>(row + d);
+                    prefetch_row<Arch, false>(k.row(j + pack_prefetch_rows), k.type, 0, dim);
+                for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = row.one(d);
             } else {
                 for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = 0.0f;
             }
@@ -116,22 +117,25 @@ void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t di
 template <class Arch>
 void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim,
                    int64_t panels, float *packed) {
-    core::with_format(k.type, [&](auto format) {
+    core::with_kv_format(k.type, [&](auto format) {
         pack_k_panels<Arch, decltype(format)>(k, first, keys_end, dim, panels, packed);
     });
 }
 
-// V rows first .. first+keys-1 widened into padded[j * padded_ld] (f32), zero to padded_ld.
+// V rows first .. first+keys-1 widened (or dequantized) into padded[j * padded_ld] (f32),
+// zero to padded_ld.
 template <class Arch>
 void pad_v_rows(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, float *padded,
                 int64_t padded_ld) {
-    for (int64_t j = 0; j < keys; ++j) {
-        float *dst = padded + j * padded_ld;
-        if (j + pack_prefetch_rows < keys)
-            prefetch_row<Arch, false>(v.row(first + j + pack_prefetch_rows), v.type, 0, dim_v);
-        widen_row<Arch>(v.row(first + j), v.type, dim_v, dst);
-        for (int64_t c = dim_v; c < padded_ld; ++c) dst[c] = 0.0f;
-    }
+    core::with_kv_format(v.type, [&](auto format) {
+        for (int64_t j = 0; j < keys; ++j) {
+            float *dst = padded + j * padded_ld;
+            if (j + pack_prefetch_rows < keys)
+                prefetch_row<Arch, false>(v.row(first + j + pack_prefetch_rows), v.type, 0, dim_v);
+            read_row<Arch, decltype(format)>(v, first + j, dim_v, dst);
+            for (int64_t c = dim_v; c < padded_ld; ++c) dst[c] = 0.0f;
+        }
+    });
 }
 
 }  // namespace attention_detail

@@ -1,6 +1,6 @@
 // attn_quantize's kernel: rows of f32, bf16 or f16 into a quantized type, group by group, by
 // the rules of attn.h (the scale and zero point of a group and the element codes of
-// ref/quantized_elements.hpp). Per row: widen it to f32, find each group's range (vector
+// core/quantized_elements.hpp). Per row: widen it to f32, find each group's range (vector
 // min / max, exact in any order), spread each group's scale and zero point over its elements,
 // then compute every code with whole vectors (the row's tail padded to a whole vector), so
 // that groups of any length vectorise and every element takes the same arithmetic.
@@ -14,7 +14,7 @@
 
 #include "attn/attn.h"
 #include "kernels/elements.hpp"
-#include "ref/quantized_elements.hpp"
+#include "core/quantized_elements.hpp"
 
 namespace attn::kernels {
 

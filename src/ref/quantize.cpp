@@ -1,9 +1,9 @@
 // attn_quantize, the oracle: each group's range found element by element, then each element
-// quantized by attn.h's rules (ref/quantized_elements.hpp).
+// quantized by attn.h's rules (core/quantized_elements.hpp).
 #include <algorithm>
 #include <cmath>
 
-#include "ref/quantized_elements.hpp"
+#include "core/quantized_elements.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ref {

@@ -76,11 +76,46 @@ std::vector<float> widened(const void *x, attn_dtype t, const attn_layout &l, in
     return out;
 }
 
+// K or V of a quantized cache (kv_type I8 .. FP8_E5M2), every key of every (batch, kv head)
+// dequantized to f32, x = scale * (q - zero) (or scale * fp8(q)) through the rows' own
+// addressing (paged or not), into a dense [batch, heads_kv, len_kv, dim] array.
+std::vector<float> dequantized(const attn_sdpa_desc &d, const void *x, bool is_k, int64_t dim) {
+    std::vector<float> out(size_t(d.batch * d.heads_kv * d.len_kv * dim));
+    for (int64_t b = 0; b < d.batch; ++b)
+        for (int64_t h = 0; h < d.heads_kv; ++h) {
+            const core::kv_rows rows = is_k ? core::k_rows_for(d, x, b, h) : core::v_rows_for(d, x, b, h);
+            float *at = out.data() + (b * d.heads_kv + h) * d.len_kv * dim;
+            for (int64_t j = 0; j < d.len_kv; ++j)
+                for (int64_t c = 0; c < dim; ++c) at[j * dim + c] = rows.value(j, c);
+        }
+    return out;
+}
+
+// The same problem over f32 K and V, dense [batch, heads_kv, len_kv, dim] (not paged).
+attn_sdpa_desc over_dense_kv(const attn_sdpa_desc &d) {
+    attn_sdpa_desc f = d;
+    f.kv_type = ATTN_DTYPE_F32;
+    f.k = {d.heads_kv * d.len_kv * d.dim_qk, d.len_kv * d.dim_qk, d.dim_qk};
+    f.v = {d.heads_kv * d.len_kv * d.dim_v, d.len_kv * d.dim_v, d.dim_v};
+    f.block_table = nullptr;
+    f.block_table_stride = f.page_size = f.num_pages = 0;
+    f.k_scale = f.v_scale = f.k_zero = f.v_zero = nullptr;
+    f.k_scale_strides = f.v_scale_strides = attn_layout{0, 0, 0};
+    f.k_group = f.v_group = 0;
+    return f;
+}
+
 }  // namespace
 
-// Typed attention by the plain route: widen q, k, v to f32 (exact), compute in f32, round
-// each output element once to out_type.
+// Typed attention by the plain route: widen q, k, v to f32 (exact; a quantized cache
+// dequantized in f32), compute in f32, round each output element once to out_type.
 void sdpa_typed(const attn_sdpa_desc &d, const void *q, const void *k, const void *v, void *out) {
+    if (core::is_quantized(d.kv_type)) {  // dequantized K and V, then as an f32 cache
+        const std::vector<float> kf = dequantized(d, k, true, d.dim_qk);
+        const std::vector<float> vf = dequantized(d, v, false, d.dim_v);
+        sdpa_typed(over_dense_kv(d), q, kf.data(), vf.data(), out);
+        return;
+    }
     if (d.q_type == ATTN_DTYPE_F32 && d.kv_type == ATTN_DTYPE_F32 && d.out_type == ATTN_DTYPE_F32) {
         sdpa(d, static_cast<const float *>(q), static_cast<const float *>(k),
              static_cast<const float *>(v), static_cast<float *>(out));

@@ -322,7 +322,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 7: fuzz_config(in); break;
     case 8: fuzz_convert(in, src, typed_contexts); break;
     case 10: fuzz_quantize(in, src, typed_contexts); break;
-    default: fuzz_sdpa_typed(in, src, typed_contexts); break;
+    default:
+        if (in.ConsumeIntegralInRange<int>(0, 2) == 0) fuzz_sdpa_quantized(in, src, typed_contexts);
+        else fuzz_sdpa_typed(in, src, typed_contexts);
+        break;
     }
     if (ready) execute(p, c, ctx.reference, simd.first, simd.second);
     return 0;

@@ -159,5 +159,7 @@ bool decode_mha(FuzzedDataProvider &in, pool &p, value_source &src, call &c, boo
 void fuzz_convert(FuzzedDataProvider &in, value_source &src, attn_context *const ctx[3]);
 void fuzz_sdpa_typed(FuzzedDataProvider &in, value_source &src, attn_context *const ctx[3]);
 void fuzz_quantize(FuzzedDataProvider &in, value_source &src, attn_context *const ctx[3]);
+// attn_sdpa over quantized K/V caches (fuzz_quantized.cpp), on the same three contexts.
+void fuzz_sdpa_quantized(FuzzedDataProvider &in, value_source &src, attn_context *const ctx[3]);
 
 }  // namespace fuzz

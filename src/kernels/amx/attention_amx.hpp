@@ -160,29 +160,24 @@ inline void scale_and_max(int64_t rows, int vectors, float scale, float *s, int6
     }
 }
 
-// o_row[0 .. dim_v) += p * V row `v_row` (of type t, widened exactly), for the keys a row
-// takes alone.
+// o_row[0 .. dim_v) += p * V row j (its format's values: widened exactly, or dequantized with
+// its scales), for the keys a row takes alone.
 template <class Arch>
-void add_key(float p, const void *v_row, attn_dtype t, int64_t dim_v, float *o_row) {
+void add_key(float p, const kv_rows &v, int64_t j, int64_t dim_v, float *o_row) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
-    const fbatch pv(p);
-    int64_t d = 0;
-    for (; d + W <= dim_v; d += W) {
-        fbatch x;
-        switch (t) {
-        case ATTN_DTYPE_BF16:
-            x = widen<Arch, bf16_elements>(static_cast<const uint16_t *>(v_row) + d);
-            break;
-        case ATTN_DTYPE_F16:
-            x = widen<Arch, f16_elements>(static_cast<const uint16_t *>(v_row) + d);
-            break;
-        default: x = fbatch::load_unaligned(static_cast<const float *>(v_row) + d);
+    core::with_kv_format(v.type, [&](auto format) {
+        using E = decltype(format);
+        int64_t d = 0;
+        if constexpr (!E::quantized) {
+            const fbatch pv(p);
+            const auto *row = static_cast<const typename E::storage *>(v.row(j));
+            for (; d + W <= dim_v; d += W)
+                xsimd::fma(pv, widen<Arch, E>(row + d), fbatch::load_aligned(o_row + d))
+                    .store_aligned(o_row + d);
         }
-        xsimd::fma(pv, x, fbatch::load_aligned(o_row + d)).store_aligned(o_row + d);
-    }
-    for (; d < dim_v; ++d)
-        o_row[d] += p * attention_bf16_detail::ref_widen(v_row, t, d);
+        for (; d < dim_v; ++d) o_row[d] += p * v.value(j, d);
+    });
 }
 
 // The scores policy of attention_forward_tile_with: Q as bf16 pairs [rows][pairs] (as the
@@ -242,7 +237,7 @@ struct tile_scores {
         if (b <= a) return;
         const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
         auto single = [&](int64_t j) {
-            add_key<Arch>(convert::bf16_to_f32(p16[j]), t.v.row(j0 + j), t.v.type, t.dim_v, o_row);
+            add_key<Arch>(convert::bf16_to_f32(p16[j]), t.v, j0 + j, t.dim_v, o_row);
         };
         const int64_t pa = (a + 1) / 2, pb = b / 2;
         if (pb <= pa) {

@@ -1,8 +1,8 @@
 // The tile kernels' table entries, for the amx level (real tiles) and the amx_emulated level
 // (the same kernels on the tile model). Compiled with the amx flags (src/CMakeLists.txt).
-// The pair-panel templates instantiated here on xsimd::avx512cd are the ones of
-// src/kernels/arch/avx512_bf16.cpp; the AMX flags add no instruction the compiler emits on
-// its own (tile instructions come from the intrinsics only), so either copy may be kept.
+// The kernel templates are instantiated on xsimd::avx512f in this level's own namespace
+// (isa_namespace.hpp), so no symbol compiled with the AMX flags is shared with another level.
+#define ATTN_ISA_NAMESPACE isa_amx
 #include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
 #include "kernels/amx/attention_amx.hpp"
 #include "kernels/amx/gemm_amx.hpp"
@@ -15,7 +15,7 @@ namespace {
 
 template <class Tiles>
 void set_tile_kernels(kernel_table &t) {
-    using arch = xsimd::avx512cd;
+    using arch = xsimd::avx512f;
     t.gemm_mr_tiles = int(amx::gemm_mr);
     t.gemm_nr_tiles = int(amx::gemm_nr);
     // 1024 elements of depth: at 2048^3 on one thread (per CPU second, one run each on a

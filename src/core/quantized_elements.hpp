@@ -1,7 +1,7 @@
 // The quantized element types as scalar facts: FP8 (E4M3, E5M2) <-> f32, 4-bit nibbles, the
 // integer ranges, and the scale and zero point of a group (attn_quantize's rules, attn.h).
 // Plain integer code on bit patterns, shared by the reference and the kernels of every ISA so
-// that both read and write elements the same way (static, like ref/convert.hpp: each ISA's
+// that both read and write elements the same way (static, like core/convert.hpp: each ISA's
 // translation unit gets its own copy).
 //   FP8 E4M3 ("e4m3fn"): sign, 4 exponent bits (bias 7), 3 mantissa bits; subnormals m * 2^-9;
 //     no infinities; S.1111.111 is NaN; largest finite 448 (S.1111.110).
@@ -16,7 +16,7 @@
 #include <stdexcept>
 
 #include "attn/attn.h"
-#include "ref/convert.hpp"
+#include "core/convert.hpp"
 
 namespace attn::quant {
 
@@ -110,7 +110,7 @@ static inline void nibble_set(uint8_t *base, int64_t e, int v) {
 
 // ---- integer ranges and the parameters of a group ----------------------------------------
 
-// [qmin, qmax] of an integer type (I8, U8, I4, U4).
+// [qmin, qmax] of an integer type (I8, U8, I4, U4; any other type reads as U4's).
 struct int_range {
     int qmin, qmax;
 };

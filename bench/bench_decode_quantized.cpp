@@ -1,0 +1,92 @@
+// Decoding over quantized KV caches against a bf16 cache, the shape of today's grouped-query
+// models: one query row per head, H32 over 8 KV heads, D128, B = 1, on the highest SIMD level:
+//   decode_quantized/simd/<isa>/threads:{1,2}/H32_KV8_Lk<L>_D128_<cache>
+//   L in {4096, 16384}; cache: bf16, I8_row (int8, one scale per row), I4_g32 and U4_g32
+//   (4-bit, a scale per 32 elements; U4 with zero points), FP8_E4M3_row.
+// GB/s counts the bytes of the stored values and of their scales and zero points, read once per
+// call: compare with machine/read_bw_decode of the same run, and each cache with bf16.
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "ref/convert.hpp"
+
+namespace attn_bench {
+namespace {
+
+struct quantized_cache {
+    const char *name;
+    attn_dtype type;
+    int64_t group;  // 0: one scale per row
+    bool zeros;
+};
+
+void decode_quantized(benchmark::State &state, quantized_cache c, int64_t len_kv, attn_isa isa,
+                      int threads) {
+    const int64_t heads = 32, heads_kv = 8, dim = 128;
+    attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
+    const size_t kv_n = size_t(heads_kv * len_kv * dim);
+    const int64_t bits = int64_t(attn_dtype_bits(c.type));
+    const std::vector<float> q = random_floats(size_t(heads * dim), 1);
+    std::vector<uint8_t> k(kv_n * size_t(bits) / 8), v(k.size());
+    std::mt19937 gen(2);
+    for (size_t i = 0; i < k.size(); ++i) {
+        k[i] = uint8_t(gen());
+        v[i] = uint8_t(gen());
+        if (c.type == ATTN_DTYPE_FP8_E4M3) k[i] &= 0xbf, v[i] &= 0xbf;  // |x| < 2: no NaN codes
+        if (c.type == ATTN_DTYPE_BF16 && i % 2 == 1) k[i] = 0x3c, v[i] = 0x3c;  // bf16 of order 0.01
+    }
+    const int64_t groups = c.type == ATTN_DTYPE_BF16 ? 0 : dim / (c.group ? c.group : dim);
+    std::vector<float> scale(size_t(heads_kv * len_kv * groups), 0.01f), zero(scale.size(), 8.0f);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, heads, 1, len_kv, dim);
+    d.heads_kv = heads_kv;
+    d.k.batch = d.v.batch = heads_kv * len_kv * dim;
+    d.kv_type = c.type;
+    if (groups) {
+        d.k_scale = d.v_scale = scale.data();
+        if (c.zeros) d.k_zero = d.v_zero = zero.data();
+        d.k_scale_strides = d.v_scale_strides = attn_layout{heads_kv * len_kv * groups, len_kv * groups, groups};
+        d.k_group = d.v_group = c.group;
+    }
+    std::vector<float> out(q.size());
+    const double cpu_start = process_cpu_seconds();
+    for (auto _ : state) {
+        if (!check(state, attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data()))) break;
+        benchmark::ClobberMemory();
+    }
+    const double meta = double(scale.size()) * sizeof(float) * (c.zeros ? 2.0 : 1.0);
+    const double kv_bytes = 2.0 * (double(k.size()) + meta);
+    set_flops(state, 4.0 * double(heads * len_kv * dim));
+    set_bytes(state, kv_bytes);
+    set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),
+                             process_cpu_seconds() - cpu_start, threads);
+}
+
+bool register_decode_quantized() {
+    const std::vector<attn_isa> isas = simd_isas();
+    if (isas.empty()) return false;
+    const quantized_cache caches[] = {{"bf16", ATTN_DTYPE_BF16, 0, false},
+                                      {"I8_row", ATTN_DTYPE_I8, 0, false},
+                                      {"I4_g32", ATTN_DTYPE_I4, 32, false},
+                                      {"U4_g32", ATTN_DTYPE_U4, 32, true},
+                                      {"FP8_E4M3_row", ATTN_DTYPE_FP8_E4M3, 0, false}};
+    for (int64_t len_kv : {4096, 16384})
+        for (const quantized_cache &c : caches)
+            for (int threads : {1, 2}) {
+                const std::string shape = "H32_KV8_Lk" + std::to_string(len_kv) + "_D128_" + c.name;
+                benchmark::RegisterBenchmark(
+                    bench_name("decode_quantized", "simd", isa_name(isas.back()), threads, shape).c_str(),
+                    decode_quantized, c, len_kv, isas.back(), threads)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+            }
+    return true;
+}
+
+const bool registered = register_decode_quantized();
+
+}  // namespace
+}  // namespace attn_bench
