@@ -219,7 +219,7 @@ TEST(ApiStatus, StringsAreStaticDistinctAndNeverNull) {
 }
 
 TEST(ApiStatus, VersionMatchesTheMacros) {
-    EXPECT_STREQ(attn_version(), "0.2.0");
+    EXPECT_STREQ(attn_version(), "0.3.0");
     EXPECT_EQ(attn_version(), attn_version());  // static text
     const std::string want = std::to_string(ATTN_VERSION_MAJOR) + "." +
                              std::to_string(ATTN_VERSION_MINOR) + "." +

@@ -9,7 +9,7 @@ from ._basic import version, gemm, softmax, merge
 from ._sdpa import sdpa, sdpa_backward
 from ._mha import mha_forward, mha_backward
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["AttnError", "Context", "version", "gemm", "softmax", "merge", "sdpa",
            "sdpa_backward", "mha_forward", "mha_backward", "library_path", "default_isa",
            "has_typed"]

@@ -10,7 +10,7 @@ _CONVERT_DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
 
 
 def version():
-    """The version of the loaded libattn, e.g. "0.2.0"."""
+    """The version of the loaded libattn, e.g. "0.3.0"."""
     return _lib.lib().attn_version().decode()
 
 

@@ -59,7 +59,12 @@ class attn_sdpa_desc(ctypes.Structure):
         ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
         ("sinks", ctypes.c_void_p), ("dsinks", ctypes.c_void_p),
         ("block_table", ctypes.c_void_p), ("block_table_stride", ctypes.c_int64),
-        ("page_size", ctypes.c_int64), ("num_pages", ctypes.c_int64)]
+        ("page_size", ctypes.c_int64), ("num_pages", ctypes.c_int64),
+        ("q_start", ctypes.c_void_p), ("kv_start", ctypes.c_void_p),
+        ("k_scale", ctypes.c_void_p), ("v_scale", ctypes.c_void_p),
+        ("k_zero", ctypes.c_void_p), ("v_zero", ctypes.c_void_p),
+        ("k_scale_strides", attn_layout), ("v_scale_strides", attn_layout),
+        ("k_group", ctypes.c_int64), ("v_group", ctypes.c_int64)]
 
 
 class attn_mha_desc(ctypes.Structure):

@@ -15,7 +15,7 @@ V = np.array([[1, 0], [0, 2], [3, 1]], np.float32)[None, None]
 
 
 def test_version_and_library():
-    assert attn.version() == "0.2.0" == attn.__version__
+    assert attn.version() == "0.3.0" == attn.__version__
     assert os.path.basename(attn.library_path()).startswith("libattn")
 
 

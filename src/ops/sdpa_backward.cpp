@@ -25,6 +25,7 @@
 #include "ops/parallel.hpp"
 #include "ops/sdpa_masking.hpp"
 #include "ops/sdpa_paging.hpp"
+#include "ops/seq_rows.hpp"
 #include "ref/dropout.hpp"
 #include "ref/ref.hpp"
 
@@ -54,7 +55,8 @@ std::atomic<int> &composed_flag() {
 int64_t causal_offset(const attn_sdpa_desc &d) { return is_causal(d) ? query_offset(d, 0) : no_causal; }
 
 bool needs_composed(const attn_sdpa_desc &d) {
-    return d.window_left >= 0 || d.window_right >= 0 || d.softcap > 0.0f || d.alibi_slopes ||
+    // packed sequences (q_start, kv_start): each sequence its own counts and alignment
+    return d.q_start || d.kv_start || d.window_left >= 0 || d.window_right >= 0 || d.softcap > 0.0f || d.alibi_slopes ||
            d.sinks || d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
 }
 
@@ -75,6 +77,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
+    const seq_rows seqs(d);  // dense here: packed sequences take the composed backward
     const int64_t bk = kt->attention_backward_bk;
     const int64_t group = d.heads_q / d.heads_kv;
     const int64_t offset = causal_offset(d);
@@ -116,16 +119,16 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
             const int s = worker_slot(ex);
             kernels::attention_tile t{};
             t.rows = std::min(br_f, d.len_q - i0);
-            t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
+            t.q = q + seqs.q_at(b, h, i0);
             t.q_type = t.out_type = ATTN_DTYPE_F32;
             t.q_ld = d.q.seq;
             t.dim_qk = d.dim_qk;
             t.dim_v = d.dim_v;
             t.scale = d.scale;
-            t.k = k_rows_for(d, k, b, hk);
-            t.len_kv = keys_in_batch(d, b);
-            t.v = v_rows_for(d, v, b, hk);
-            t.visibility = visibility_for(d, b);
+            t.k = seqs.k_rows(k, b, hk);
+            t.len_kv = seqs.visible_keys(b);
+            t.v = seqs.v_rows(v, b, hk);
+            t.visibility = seqs.visibility(b);
             t.key_end = t.visibility.row(i0 + t.rows - 1).hi;
             t.first_row = i0;
             if (d.mask) {
@@ -137,8 +140,8 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
             t.out = fwd_out.data() + s * br_f * d.dim_v;
             t.out_ld = d.dim_v;
             t.lse = fwd_lse.data() + s * br_f;
-            t.row_max = row_max.data() + bh * d.len_q + i0;
-            t.row_sum = fwd_sum.data() + bh * d.len_q + i0;
+            t.row_max = row_max.data() + seqs.row(b, h, i0);
+            t.row_sum = fwd_sum.data() + seqs.row(b, h, i0);
             kt->attention_forward_tile(t);
         });
     }
@@ -154,8 +157,8 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
             row_max[size_t(row)] = m;
             row_inv[size_t(row)] = 1.0f / l;
             // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
-            const float *o = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
-            const float *g = dout + b * d.out.batch + h * d.out.head + i * d.out.seq;
+            const float *o = out + seqs.out_at(b, h, i);
+            const float *g = dout + seqs.out_at(b, h, i);
             float delta = 0.0f;
             if (m != neg_inf)
                 for (int64_t c = 0; c < d.dim_v; ++c) delta += g[c] * o[c];
@@ -168,7 +171,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
     parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
             const int64_t i = row % d.len_q, bh = row / d.len_q;
-            float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
+            float *dst = dq + seqs.q_at(bh / d.heads_q, bh % d.heads_q, i);
             std::memset(dst, 0, sizeof(float) * size_t(d.dim_qk));
         }
     });
@@ -197,10 +200,10 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
             const int64_t tile_keys = std::min(bk, d.len_kv - key0);
             t.key0 = key0;
             t.keys = std::max<int64_t>(0, std::min(tile_keys, keys_b - key0));
-            t.k = k + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
-            t.v = v + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
-            t.dk = dk + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
-            t.dv = dv + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
+            t.k = k + seqs.k_at(b, hk, key0);
+            t.v = v + seqs.v_at(b, hk, key0);
+            t.dk = dk + seqs.k_at(b, hk, key0);
+            t.dv = dv + seqs.v_at(b, hk, key0);
             // keys past the batch's length get no gradient
             for (int64_t c = t.keys; c < tile_keys; ++c) {
                 std::memset(t.dk + c * d.k.seq, 0, sizeof(float) * size_t(d.dim_qk));
@@ -213,10 +216,10 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                 const int64_t bh = b * d.heads_q + h;
                 t.first_head = h == hk * group;
                 t.last_head = h == (hk + 1) * group - 1;
-                t.q = q + b * d.q.batch + h * d.q.head;
-                t.dout = dout + b * d.out.batch + h * d.out.head;
+                t.q = q + seqs.q_at(b, h, 0);
+                t.dout = dout + seqs.out_at(b, h, 0);
                 if (chunk == 0) {
-                    t.dq = dq + b * d.q.batch + h * d.q.head;
+                    t.dq = dq + seqs.q_at(b, h, 0);
                     t.dq_ld = d.q.seq;
                 } else {
                     t.dq = partials.data() + (chunk - 1) * dq_floats + bh * d.len_q * d.dim_qk;
@@ -239,7 +242,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
     parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
             const int64_t i = row % d.len_q, bh = row / d.len_q;
-            float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
+            float *dst = dq + seqs.q_at(bh / d.heads_q, bh % d.heads_q, i);
             const bool none = row_max[size_t(row)] == neg_inf;
             for (int64_t c = 0; c < d.dim_qk; ++c) {
                 float sum = dst[c];

@@ -28,7 +28,7 @@ int main(void) {
     attn_status s;
     int i;
 
-    expect(strcmp(attn_version(), "0.2.0") == 0, "attn_version() == \"0.2.0\"");
+    expect(strcmp(attn_version(), "0.3.0") == 0, "attn_version() == \"0.3.0\"");
 
     attn_config_init(&cfg);
     s = attn_context_create(&cfg, &ctx);
