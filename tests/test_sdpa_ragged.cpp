@@ -126,10 +126,11 @@ void oracle(const attn_sdpa_desc &d, const packed_batch &p, std::vector<double> 
 class ragged_test : public attn_test::path_test {};
 
 TEST_P(ragged_test, PackedBatchMatchesFloat64) {
-    // sequence 1 has no queries (skipped), sequence 3 no keys (zeros; lse = the sink),
-    // sequence 4 decodes one query over 1300 keys, limited by kv_len
+    // sequence 1 has no queries (skipped), sequences 3 and 6 no keys (zeros; lse = the sink;
+    // a few rows and a tile's worth), sequence 4 decodes one query over 1300 keys, limited
+    // by kv_len
     const std::vector<seq_shape> seqs = {{37, 90, -1}, {0, 20, -1}, {5, 5, -1}, {3, 0, -1},
-                                         {1, 1300, 1100}, {130, 200, -1}};
+                                         {1, 1300, 1100}, {130, 200, -1}, {9, 0, -1}};
     for (const attn_causal causal :
          {ATTN_CAUSAL_NONE, ATTN_CAUSAL_TOP_LEFT, ATTN_CAUSAL_BOTTOM_RIGHT,
           ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN}) {
