@@ -10,7 +10,8 @@
 //                                                       prefill chunks of CHUNK queries, the
 //                                                       rest decoding one token, contexts
 //                                                       spread evenly over [MIN, MAX] keys
-//   options: --tasks (list every task), --isa sse4|avx2|avx512|avx512_bf16|amx, --bf16
+//   options: --tasks (list every task), --isa sse4|avx2|avx512|avx512_bf16|amx, --bf16,
+//            --expect P,E (exit 1 when the efficiency on P threads is below E)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +42,8 @@ bool parse_list(const char *s, std::vector<long long> &out, size_t n) {
 int usage() {
     std::fprintf(stderr,
                  "usage: attn-plan --shape B,Hq,Hkv,Lq,Lk,D [--causal] | "
-                 "--serving N,P,CHUNK,MIN,MAX,Hq,Hkv,D  [--tasks] [--isa NAME] [--bf16]\n");
+                 "--serving N,P,CHUNK,MIN,MAX,Hq,Hkv,D  [--tasks] [--isa NAME] [--bf16] "
+                 "[--expect P,E]\n");
     return 2;
 }
 
@@ -124,6 +126,8 @@ void print_plan(const attn::ops::sdpa_plan &plan, bool all_tasks) {
 int main(int argc, char **argv) {
     std::vector<long long> v;
     bool causal = false, all_tasks = false, bf16 = false, have = false, serving = false;
+    int expect_threads = 0;
+    double expect_efficiency = 0.0;
     attn_isa isa = attn::kernels::best_supported_isa();
     for (int a = 1; a < argc; ++a) {
         const std::string arg = argv[a];
@@ -133,6 +137,10 @@ int main(int argc, char **argv) {
         } else if (arg == "--serving" && a + 1 < argc) {
             if (!parse_list(argv[++a], v, 8)) return usage();
             have = serving = true;
+        } else if (arg == "--expect" && a + 1 < argc) {
+            if (std::sscanf(argv[++a], "%d,%lf", &expect_threads, &expect_efficiency) != 2 ||
+                expect_threads < 1)
+                return usage();
         } else if (arg == "--causal") {
             causal = true;
         } else if (arg == "--tasks") {
@@ -160,5 +168,14 @@ int main(int argc, char **argv) {
     std::printf("threads  efficiency (list-scheduling bound: work / (threads x makespan))\n");
     for (const int p : {8, 16, 32, 64, 128})
         std::printf("%-8d %.3f\n", p, attn::ops::plan_efficiency(attn::ops::plan_sdpa(c.d, k, p), p));
+    if (expect_threads > 0) {
+        const double e = attn::ops::plan_efficiency(attn::ops::plan_sdpa(c.d, k, expect_threads),
+                                                    expect_threads);
+        if (e < expect_efficiency) {
+            std::printf("efficiency %.3f on %d threads, expected >= %.3f\n", e, expect_threads,
+                        expect_efficiency);
+            return 1;
+        }
+    }
     return 0;
 }
