@@ -56,8 +56,9 @@ int64_t causal_offset(const attn_sdpa_desc &d) { return is_causal(d) ? query_off
 
 bool needs_composed(const attn_sdpa_desc &d) {
     // packed sequences (q_start, kv_start): each sequence its own counts and alignment
-    return d.q_start || d.kv_start || d.window_left >= 0 || d.window_right >= 0 || d.softcap > 0.0f || d.alibi_slopes ||
-           d.sinks || d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
+    return d.q_start || d.kv_start || d.window_left >= 0 || d.window_right >= 0 ||
+           d.softcap > 0.0f || d.alibi_slopes || d.sinks ||
+           d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
 }
 
 }  // namespace
