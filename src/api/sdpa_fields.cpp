@@ -99,16 +99,6 @@ void check_quantized_fields(checker &chk, const attn_sdpa_desc &d) {
 
 void reject_unbuilt_fields(checker &chk, const attn_sdpa_desc &d, bool backward) {
     if (chk.failed()) return;
-    if (d.q_start)
-        chk.fail(ATTN_UNSUPPORTED,
-                 "desc->q_start = %p: packed (ragged) batches are not supported by this call yet "
-                 "(pass NULL)",
-                 (const void *)d.q_start);
-    else if (d.kv_start)
-        chk.fail(ATTN_UNSUPPORTED,
-                 "desc->kv_start = %p: packed (ragged) batches are not supported by this call "
-                 "yet (pass NULL)",
-                 (const void *)d.kv_start);
     const int t = enum_int(d.kv_type);
     if (chk.failed() || !is_quantized_type(t)) return;
     if (backward)
