@@ -118,8 +118,15 @@ static inline int_range integer_range(attn_dtype t) {
     case ATTN_DTYPE_I8: return {-128, 127};
     case ATTN_DTYPE_U8: return {0, 255};
     case ATTN_DTYPE_I4: return {-8, 7};
-    default: return {0, 15};  // ATTN_DTYPE_U4
+    case ATTN_DTYPE_U4:
+    // not integer types; never asked (every value named: -Wswitch-enum)
+    case ATTN_DTYPE_F32:
+    case ATTN_DTYPE_BF16:
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_FP8_E4M3:
+    case ATTN_DTYPE_FP8_E5M2: break;
     }
+    return {0, 15};  // ATTN_DTYPE_U4
 }
 
 // qmax of the symmetric rule: 127 (I8), 7 (I4), 448 (E4M3), 57344 (E5M2).
@@ -128,8 +135,15 @@ static inline float symmetric_qmax(attn_dtype t) {
     case ATTN_DTYPE_I8: return 127.0f;
     case ATTN_DTYPE_I4: return 7.0f;
     case ATTN_DTYPE_FP8_E4M3: return fp8_e4m3_max;
-    default: return fp8_e5m2_max;  // ATTN_DTYPE_FP8_E5M2
+    case ATTN_DTYPE_FP8_E5M2:
+    // no symmetric rule; never asked (every value named: -Wswitch-enum)
+    case ATTN_DTYPE_F32:
+    case ATTN_DTYPE_BF16:
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_U8:
+    case ATTN_DTYPE_U4: break;
     }
+    return fp8_e5m2_max;  // ATTN_DTYPE_FP8_E5M2
 }
 
 // The scale and zero point of a group. With scale == 0 every element of the group is q = 0.
