@@ -400,15 +400,20 @@ TEST(ragged_validation, RulesNameFieldAndEntryAndWriteNothing) {
     EXPECT_NE(std::string(attn_last_error()).find("desc->kv_start"), std::string::npos);
     d = packed_desc(p);
     const float scale = 1.0f;
+    // with packed sequences the quantized-cache fields keep their own rules
     d.k_scale = &scale;
     EXPECT_EQ(attn_sdpa_f32(nullptr, &d, p.q.data(), p.k.data(), p.v.data(), out.data()),
-              ATTN_UNSUPPORTED);
-    EXPECT_NE(std::string(attn_last_error()).find("desc->k_scale"), std::string::npos);
+              ATTN_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attn_last_error())
+                  .find("desc->k_scale = 0x"), std::string::npos) << attn_last_error();
+    EXPECT_NE(std::string(attn_last_error()).find("must be NULL unless desc->kv_type is quantized"),
+              std::string::npos) << attn_last_error();
     d = packed_desc(p);
-    d.v_group = 4;
+    d.v_group = 3;
     EXPECT_EQ(attn_sdpa_f32(nullptr, &d, p.q.data(), p.k.data(), p.v.data(), out.data()),
-              ATTN_UNSUPPORTED);
-    EXPECT_NE(std::string(attn_last_error()).find("desc->v_group"), std::string::npos);
+              ATTN_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attn_last_error()).find("desc->v_group = 3, must divide desc->dim_v"),
+              std::string::npos) << attn_last_error();
     for (const float x : out) ASSERT_EQ(x, 7.0f);  // nothing written
 }
 
