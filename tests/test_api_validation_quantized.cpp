@@ -97,10 +97,11 @@ std::vector<sdpa_case> sdpa_cases(const float *scales, const int32_t *starts) {
         {"4-bit: odd batch stride of one batch (not in use)",
          [](d_t &d) { d.kv_type = ATTN_DTYPE_I4; d.k.batch = 65; },
          {ATTN_OK, {}}, {0.5f, 0.0f}},  // I4 nibbles 1 and 0, times 0.5
-        {"q_start", [=](d_t &d) { d.kv_type = ATTN_DTYPE_F32; d.k_scale = d.v_scale = nullptr; d.q_start = starts; },
-         {ATTN_UNSUPPORTED, {"desc->q_start = 0x", "packed (ragged) batches are not supported"}}},
-        {"kv_start", [=](d_t &d) { d.kv_start = starts; },
-         {ATTN_UNSUPPORTED, {"desc->kv_start = 0x", "not supported by this call yet"}}},
+        // packed sequences are computed, but not yet over a quantized cache
+        {"q_start with a quantized cache", [=](d_t &d) { d.q_start = starts; },
+         {ATTN_UNSUPPORTED, {"desc->q_start = 0x", "packed sequences over a quantized K/V cache"}}},
+        {"kv_start with a quantized cache", [=](d_t &d) { d.kv_start = starts; },
+         {ATTN_UNSUPPORTED, {"desc->kv_start = 0x", "packed sequences over a quantized K/V cache"}}},
         {"INVALID before UNSUPPORTED", [=](d_t &d) { d.q_start = starts; d.k_scale = nullptr; },
          {ATTN_INVALID_ARGUMENT, {"desc->k_scale = NULL"}}},
     };
@@ -149,12 +150,15 @@ TEST(validation_quantized, f32_entries_and_backward) {
                   .find("attn_sdpa_f32: desc->kv_type = 3, must be ATTN_DTYPE_F32 (0) here"),
               std::string::npos)
         << attn_last_error();
-    attn_sdpa_desc_init(&d, 1, 2, 3, 4, 8);
+    // the backward takes packed sequences but no quantized cache
     d.kv_start = starts.data();
-    EXPECT_EQ(attn_sdpa_backward_f32(nullptr, &d, buf.data(), buf.data(), buf.data(), buf.data(),
-                                     buf.data(), nullptr, out, out + 512, out + 1024),
+    d.k_scale_strides = d.v_scale_strides = attn_layout{0, 4, 1};
+    EXPECT_EQ(attn_sdpa_backward(nullptr, &d, buf.data(), buf.data(), buf.data(), buf.data(),
+                                 buf.data(), nullptr, out, out + 512, out + 1024),
               ATTN_UNSUPPORTED);
-    EXPECT_NE(std::string(attn_last_error()).find("attn_sdpa_backward_f32: desc->kv_start = 0x"),
+    EXPECT_NE(std::string(attn_last_error())
+                  .find("attn_sdpa_backward: desc->kv_type = ATTN_DTYPE_I8 (3): the backward "
+                        "does not support quantized K/V caches"),
               std::string::npos)
         << attn_last_error();
     EXPECT_EQ(grads, std::vector<float>(grads.size(), 7.0f));

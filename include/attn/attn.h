@@ -301,13 +301,28 @@ typedef struct attn_sdpa_desc {
     int64_t block_table_stride; /* entries per batch row of block_table, >= ceil(len_kv/page_size) */
     int64_t page_size;          /* keys per page                                                  */
     int64_t num_pages;          /* pages in each pool; every id used must be in [0, num_pages)    */
-    /* 0.3 (init: pointers NULL, strides 0, groups 0). Ragged batches: packed sequences.
-     * Not built yet: a non-NULL q_start or kv_start is ATTN_UNSUPPORTED. */
-    const int32_t *q_start;   /* optional [batch + 1]: sequence b owns the packed query rows
-                                 q_start[b] <= r < q_start[b + 1] of q and out (q_start[0] = 0,
-                                 nondecreasing)                                                  */
-    const int32_t *kv_start;  /* optional [batch + 1]: likewise for the rows of k and v (not with
-                                 block_table)                                                    */
+    /* 0.3 (init: pointers NULL, strides 0, groups 0). One call for a serving batch: sequences
+     * of their own lengths, packed. With q_start, query i of sequence b is the packed row
+     * r = q_start[b] + i, at q + r * q.seq + h * q.head (likewise out; q.batch and out.batch
+     * are not used); the sequence has n_b = q_start[b + 1] - q_start[b] queries,
+     * 0 <= n_b <= len_q (0: skipped), else n_b = len_q. With kv_start, key j of sequence b is
+     * the packed row kv_start[b] + j of k and v (k.batch, v.batch unused),
+     * K_b = kv_start[b + 1] - kv_start[b] <= len_kv keys, else K_b = len_kv; kv_len[b] must
+     * be <= K_b and limits the keys further. A sequence with no keys gives rows of zeros and
+     * lse -INFINITY (with sinks: zeros, lse = the sink).
+     * i', the query's position on its sequence's key axis, is i (TOP_LEFT),
+     * i + kv_len[b] - n_b (BOTTOM_RIGHT_KV_LEN), otherwise i + K_b - n_b. Mask element
+     * (b, h, i, j) and the dropout decision (seed, b, h, i, j) take i, j within the sequence.
+     * lse with q_start is dense [q_start[batch], heads_q]: row r, head h at r * heads_q + h
+     * (so a packed out and its lse fold row by row in attn_merge_f32). weights must be NULL
+     * with either field. The backward takes the same fields: dq, dk, dv in the packed layouts
+     * of q, k, v; rows of dk and dv of keys no query sees are zeros.
+     * Batch invariance: a sequence's output rows and lse are the same bits whatever else is in
+     * the batch, at any position (with dropout: at the same b), dense or packed, with any
+     * len_q and any len_kv that leaves its visible keys and alignment alone, for every thread
+     * count: tiles, key chunks and kernels are chosen from that sequence's problem only. */
+    const int32_t *q_start;     /* optional [batch + 1]: q_start[0] = 0, nondecreasing          */
+    const int32_t *kv_start;    /* optional [batch + 1], likewise for k, v; not with block_table */
     /* 0.3: quantized K/V caches (kv_type I8, U8, I4, U4, FP8_E4M3 or FP8_E5M2). Element c of key
      * row j of sequence b, kv head h, stands for scale * (q - zero) (integer types) or
      * scale * fp8(q) (FP8), with scale = k_scale[b * s.batch + h * s.head + j * s.seq +

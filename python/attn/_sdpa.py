@@ -97,9 +97,60 @@ def _new_out(B, H, L, Dv, layout, dtype=np.float32):
     return o, o
 
 
+def _packed_starts(cu, name):
+    """cu_seqlens as the int32 [batch + 1] array q_start / kv_start take."""
+    a = np.ascontiguousarray(cu, dtype=np.int32)
+    if a.ndim != 1 or a.shape[0] < 2:
+        raise ValueError("%s must be 1-D with batch + 1 >= 2 entries, got shape %s" % (name, a.shape))
+    return a
+
+
+def _sdpa_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, kv_len, dropout_p,
+                 dropout_seed, return_lse, ctx, window, softcap, alibi_slopes, sinks):
+    """sdpa over packed sequences: q [total_q, Hq, D], k [total_k, Hkv, D], v [total_k, Hkv, Dv]
+    (float32); sequence b owns rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 of q and out,
+    and rows cu_seqlens_k[b] .. of k and v (cu_seqlens_k None: every sequence reads all of
+    k, v). Returns out [total_q, Hq, Dv], then lse [total_q, Hq] if return_lse."""
+    qs = _packed_starts(cu_seqlens_q, "cu_seqlens_q")
+    ks = _packed_starts(cu_seqlens_k, "cu_seqlens_k") if cu_seqlens_k is not None else None
+    if ks is not None and ks.shape != qs.shape:
+        raise ValueError("cu_seqlens_k must have the shape of cu_seqlens_q, %s" % (qs.shape,))
+    arrays = [np.asarray(a, np.float32) for a in (q, k, v)]
+    for a, n in zip(arrays, ("q", "k", "v")):
+        if a.ndim != 3:
+            raise ValueError("%s must be 3-D [total, heads, dim] with cu_seqlens, got %s" % (n, a.shape))
+    # [total, heads, dim] is BSHD with a batch of one: the layouts' seq and head strides
+    q4, k4, v4 = (a[None] for a in arrays)
+    d, q4, k4, v4, keep = _desc(q4, k4, v4, "bshd", causal, scale, None, None, dropout_p,
+                                dropout_seed, (_tensors.F32, _tensors.F32))
+    _set_features(d, keep, window, softcap, alibi_slopes, sinks)
+    B = qs.shape[0] - 1
+    d.batch = B
+    d.len_q = max(1, int(np.max(np.diff(qs))))
+    d.len_kv = max(1, int(np.max(np.diff(ks)))) if ks is not None else k4.shape[2]
+    keep += [qs, ks]
+    d.q_start = _tensors.ptr(qs)
+    d.kv_start = _tensors.ptr(ks)
+    if kv_len is not None:
+        kl = np.ascontiguousarray(kv_len, dtype=np.int32)
+        if kl.shape != (B,):
+            raise ValueError("kv_len must have shape [%d], got %s" % (B, kl.shape))
+        keep.append(kl)
+        d.kv_len = _tensors.ptr(kl)
+    Hq = q4.shape[1]
+    out = np.empty((int(qs[-1]), Hq, d.dim_v), np.float32)
+    _set_layout(d.out, out[None].transpose(0, 2, 1, 3))
+    lse = np.empty((int(qs[-1]), Hq), np.float32) if return_lse else None
+    d.lse = _tensors.ptr(lse)
+    _lib.call("attn_sdpa_f32", handle(ctx), ctypes.byref(d), _tensors.ptr(q4), _tensors.ptr(k4),
+              _tensors.ptr(v4), _tensors.ptr(out))
+    return (out, lse) if return_lse else out
+
+
 def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.0,
          dropout_seed=0, return_lse=False, return_weights=False, layout="bhsd", ctx=None,
-         out_dtype=None, window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None):
+         out_dtype=None, window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None,
+         cu_seqlens_q=None, cu_seqlens_k=None):
     """out = softmax(scale * q @ k^T + mask) @ v per batch and head.
 
     layout "bhsd": q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out [B, Hq, Lq, Dv];
@@ -119,7 +170,20 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
     if return_lse, then weights [B, Hq, Lq, Lk] (before dropout) if return_weights.
     float32 arrays; with a library exporting attn_sdpa, float16 and bfloat16-as-uint16 q, k, v
     are passed as they are (k and v of one type), out in out_dtype (default q's dtype).
+    Packed sequences (FlashAttention's varlen form): with cu_seqlens_q ([batch + 1] ints,
+    starting at 0, nondecreasing), q is [total_q, Hq, D] and out [total_q, Hq, Dv], sequence
+    b owning rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1; with cu_seqlens_k likewise k and
+    v [total_k, Hkv, D]; each sequence aligned on its own counts (causal "bottom_right": query
+    i sees keys j <= i + K_b - n_b). lse is then [total_q, Hq]. float32, no mask, no weights.
     """
+    if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        if cu_seqlens_q is None:
+            raise ValueError("cu_seqlens_k needs cu_seqlens_q")
+        if mask is not None or return_weights or out_dtype not in (None, np.float32):
+            raise ValueError("with cu_seqlens: no mask, no weights, float32 output")
+        return _sdpa_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, kv_len,
+                            dropout_p, dropout_seed, return_lse, ctx, window, softcap,
+                            alibi_slopes, sinks)
     typed = _lib.has("attn_sdpa")
     qd = np.asarray(q).dtype if typed else None
     kd = np.asarray(k).dtype if typed else None

@@ -14,8 +14,19 @@ namespace {
 
 // Every tensor of a call that a desc describes, spans computed.
 struct sdpa_tensors {
-    tensor_ref q, k, v, out, mask, kv_len, alibi_slopes, sinks, block_table;
+    tensor_ref q, k, v, out, mask, kv_len, alibi_slopes, sinks, block_table, q_start, kv_start;
 };
+
+// The rows of a query-side (q, out, dq, dout) or key-side (k, v, dk, dv) tensor as
+// [outer, heads, seq, dim]: the layout itself, or, packed by starts (q_start, kv_start), one
+// outer row of starts[batch] packed rows, the layout's batch stride unused. Starts validated.
+tensor_ref rows_tensor(const char *name, const void *p, const int32_t *starts, int64_t batch,
+                       int64_t heads, int64_t seq, int64_t dim, const attn_layout &l,
+                       int64_t elem_bytes = 4) {
+    if (!starts) return bhsd_tensor(name, p, batch, heads, seq, dim, l, elem_bytes);
+    return bhsd_tensor(name, p, 1, heads, starts[batch], dim, attn_layout{0, l.head, l.seq},
+                       elem_bytes);
+}
 
 // Dense [batch, heads_q, len_q, len_kv]: the weights output. Sizes already checked.
 tensor_ref weights_tensor(const char *name, const float *p, const attn_sdpa_desc &d) {
@@ -23,8 +34,10 @@ tensor_ref weights_tensor(const char *name, const float *p, const attn_sdpa_desc
                        attn_layout{d.heads_q * d.len_q * d.len_kv, d.len_q * d.len_kv, d.len_kv});
 }
 
-// Dense [batch, heads_q, len_q], seen as a dim of 1: the lse output or input.
+// Dense [batch, heads_q, len_q], seen as a dim of 1: the lse output or input; with q_start,
+// dense [q_start[batch], heads_q].
 tensor_ref lse_tensor(const char *name, const float *p, const attn_sdpa_desc &d) {
+    if (d.q_start) return matrix_tensor(name, p, d.q_start[d.batch], d.heads_q, d.heads_q);
     return bhsd_tensor(name, p, d.batch, d.heads_q, d.len_q, 1,
                        attn_layout{d.heads_q * d.len_q, d.len_q, 1});
 }
@@ -50,6 +63,42 @@ void check_model_fields(checker &chk, const attn_sdpa_desc &d) {
                      "desc->block_table_stride = %lld, must be >= ceil(desc->len_kv / "
                      "desc->page_size) = %lld",
                      (long long)d.block_table_stride, (long long)pages);
+    }
+}
+
+// The rules on the packed-sequence fields that need no memory read: not with paged K/V nor
+// with weights.
+void check_sequence_fields(checker &chk, const attn_sdpa_desc &d) {
+    if (!chk.failed() && d.kv_start && d.block_table)
+        chk.fail(ATTN_INVALID_ARGUMENT,
+                 "desc->kv_start = %p, must be NULL when desc->block_table is given (paged K/V "
+                 "has its own rows)", (const void *)d.kv_start);
+    if (!chk.failed() && d.weights && (d.q_start || d.kv_start))
+        chk.fail(ATTN_INVALID_ARGUMENT,
+                 "desc->weights = %p, must be NULL when desc->%s is given (packed sequences)",
+                 (void *)d.weights, d.q_start ? "q_start" : "kv_start");
+}
+
+// The packed-sequence arrays (spans, then values), before any tensor they shape: q_start and
+// kv_start cumulative, counts within len_q / len_kv; with kv_start, kv_len[b] <= K_b.
+void check_sequence_values(checker &chk, const attn_sdpa_desc &d, sdpa_tensors &t) {
+    if (d.q_start) t.q_start = vector_tensor("desc->q_start", d.q_start, d.batch + 1);
+    if (d.kv_start) t.kv_start = vector_tensor("desc->kv_start", d.kv_start, d.batch + 1);
+    chk.span(t.q_start);
+    chk.span(t.kv_start);
+    chk.cumulative_starts(d.q_start, d.batch, d.len_q, "desc->q_start", "desc->len_q");
+    chk.cumulative_starts(d.kv_start, d.batch, d.len_kv, "desc->kv_start", "desc->len_kv");
+    if (chk.failed() || !d.kv_start || !d.kv_len) return;
+    for (int64_t b = 0; b < d.batch; ++b) {
+        const int64_t keys = int64_t(d.kv_start[b + 1]) - d.kv_start[b];
+        if (d.kv_len[b] > keys) {
+            chk.fail(ATTN_INVALID_ARGUMENT,
+                     "desc->kv_len[%lld] = %d, must be <= desc->kv_start[%lld] - "
+                     "desc->kv_start[%lld] = %lld (the sequence's keys)",
+                     (long long)b, d.kv_len[b], (long long)(b + 1), (long long)b,
+                     (long long)keys);
+            return;
+        }
     }
 }
 
@@ -117,6 +166,7 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
     chk.dtype(d.out_type, "desc->out_type");
     check_quantized_fields(chk, d);  // kv_type and the 0.3 scale fields
     check_model_fields(chk, d);
+    check_sequence_fields(chk, d);
 
     // Element counts of every logical tensor (scratch in the drivers is sized by these).
     const int64_t q_dims[] = {d.batch, d.heads_q, d.len_q, d.dim_qk};
@@ -142,20 +192,30 @@ sdpa_tensors input_tensors(checker &chk, const attn_sdpa_desc &d, const void *q,
     chk.not_null(v, "v");
     chk.not_null(out, out_name);
     sdpa_tensors t;
+    if (d.kv_len) t.kv_len = vector_tensor("desc->kv_len", d.kv_len, d.batch);
+    chk.span(t.kv_len);
+    chk.each_in_range(d.kv_len, d.batch, 0, d.len_kv, "desc->kv_len", "desc->len_kv");
+    check_sequence_values(chk, d, t);
+    if (chk.failed()) return t;
     const int64_t q_bytes = int64_t(attn_dtype_size(d.q_type));
     const int64_t kv_bytes = int64_t(attn_dtype_size(d.kv_type));
     const int64_t out_bytes = int64_t(attn_dtype_size(d.out_type));
-    t.q = bhsd_tensor("q", q, d.batch, d.heads_q, d.len_q, d.dim_qk, d.q, q_bytes);
+    t.q = rows_tensor("q", q, d.q_start, d.batch, d.heads_q, d.len_q, d.dim_qk, d.q, q_bytes);
     // paged K/V: a pool of num_pages pages of page_size rows (the layouts' batch stride apart)
-    const int64_t kv_outer = d.block_table ? d.num_pages : d.batch;
-    const int64_t kv_seq = d.block_table ? d.page_size : d.len_kv;
-    t.k = bhsd_tensor("k", k, kv_outer, d.heads_kv, kv_seq, d.dim_qk, d.k, kv_bytes);
-    t.v = bhsd_tensor("v", v, kv_outer, d.heads_kv, kv_seq, d.dim_v, d.v, kv_bytes);
-    t.out = bhsd_tensor(out_name, out, d.batch, d.heads_q, d.len_q, d.dim_v, d.out, out_bytes);
+    if (d.block_table) {
+        t.k = bhsd_tensor("k", k, d.num_pages, d.heads_kv, d.page_size, d.dim_qk, d.k, kv_bytes);
+        t.v = bhsd_tensor("v", v, d.num_pages, d.heads_kv, d.page_size, d.dim_v, d.v, kv_bytes);
+    } else {
+        t.k = rows_tensor("k", k, d.kv_start, d.batch, d.heads_kv, d.len_kv, d.dim_qk, d.k,
+                          kv_bytes);
+        t.v = rows_tensor("v", v, d.kv_start, d.batch, d.heads_kv, d.len_kv, d.dim_v, d.v,
+                          kv_bytes);
+    }
+    t.out = rows_tensor(out_name, out, d.q_start, d.batch, d.heads_q, d.len_q, d.dim_v, d.out,
+                        out_bytes);
     if (d.mask)
         t.mask = bhsd_tensor("desc->mask", d.mask, d.batch, d.heads_q, d.len_q, d.len_kv,
                              d.mask_strides);
-    if (d.kv_len) t.kv_len = vector_tensor("desc->kv_len", d.kv_len, d.batch);
     if (d.alibi_slopes)
         t.alibi_slopes = vector_tensor("desc->alibi_slopes", d.alibi_slopes, d.heads_q);
     if (d.sinks) t.sinks = vector_tensor("desc->sinks", d.sinks, d.heads_q);
@@ -163,10 +223,9 @@ sdpa_tensors input_tensors(checker &chk, const attn_sdpa_desc &d, const void *q,
         t.block_table = matrix_tensor("desc->block_table", d.block_table, d.batch,
                                       (d.len_kv + d.page_size - 1) / d.page_size,
                                       d.block_table_stride);
-    for (tensor_ref *x : {&t.q, &t.k, &t.v, &t.out, &t.mask, &t.kv_len, &t.alibi_slopes,
-                          &t.sinks, &t.block_table})
+    for (tensor_ref *x : {&t.q, &t.k, &t.v, &t.out, &t.mask, &t.alibi_slopes, &t.sinks,
+                          &t.block_table})
         chk.span(*x);
-    chk.each_in_range(d.kv_len, d.batch, 0, d.len_kv, "desc->kv_len", "desc->len_kv");
     check_model_values(chk, d);
     return t;
 }
@@ -194,6 +253,7 @@ attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
     if (chk.failed()) return chk.status();
 
     sdpa_tensors t = input_tensors(chk, *d, q, k, v, out, "out");
+    if (chk.failed()) return chk.status();
     tensor_ref weights, lse;
     if (d->weights) weights = weights_tensor("desc->weights", d->weights, *d);
     if (d->lse) lse = lse_tensor("desc->lse", d->lse, *d);
@@ -201,8 +261,9 @@ attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
     chk.span(lse);
     chk.injective(t.out, "desc->out");
     // Outputs: out, weights, lse. None may overlap an input or another output.
-    chk.outputs_disjoint({&t.out, &weights, &lse}, {&t.q, &t.k, &t.v, &t.mask, &t.kv_len,
-                                                   &t.alibi_slopes, &t.sinks, &t.block_table});
+    chk.outputs_disjoint({&t.out, &weights, &lse},
+                         {&t.q, &t.k, &t.v, &t.mask, &t.kv_len, &t.alibi_slopes, &t.sinks,
+                          &t.block_table, &t.q_start, &t.kv_start});
     if (chk.failed()) return chk.status();
 
     attn::ops::sdpa(exec_for(context_or_default(ctx)), *d, q, k, v, out);
@@ -231,21 +292,23 @@ attn_status sdpa_backward(const char *fn, bool f32_only, attn_context *ctx,
     chk.not_null(dq, "dq");
     chk.not_null(dk, "dk");
     chk.not_null(dv, "dv");
+    if (chk.failed()) return chk.status();
     // dout has out's type, dq q's, dk and dv kv's (their elements' sizes)
     const int64_t q_bytes = int64_t(attn_dtype_size(d->q_type));
     const int64_t kv_bytes = int64_t(attn_dtype_size(d->kv_type));
     const int64_t out_bytes = int64_t(attn_dtype_size(d->out_type));
-    tensor_ref t_dout =
-        bhsd_tensor("dout", dout, d->batch, d->heads_q, d->len_q, d->dim_v, d->out, out_bytes);
+    tensor_ref t_dout = rows_tensor("dout", dout, d->q_start, d->batch, d->heads_q, d->len_q,
+                                    d->dim_v, d->out, out_bytes);
     tensor_ref t_lse;
     if (lse) t_lse = lse_tensor("lse", lse, *d);
-    // The gradients use the layouts of q, k, v, which must therefore be injective.
-    tensor_ref t_dq =
-        bhsd_tensor("dq", dq, d->batch, d->heads_q, d->len_q, d->dim_qk, d->q, q_bytes);
-    tensor_ref t_dk =
-        bhsd_tensor("dk", dk, d->batch, d->heads_kv, d->len_kv, d->dim_qk, d->k, kv_bytes);
-    tensor_ref t_dv =
-        bhsd_tensor("dv", dv, d->batch, d->heads_kv, d->len_kv, d->dim_v, d->v, kv_bytes);
+    // The gradients use the layouts of q, k, v (packed as they are), which must therefore be
+    // injective.
+    tensor_ref t_dq = rows_tensor("dq", dq, d->q_start, d->batch, d->heads_q, d->len_q,
+                                  d->dim_qk, d->q, q_bytes);
+    tensor_ref t_dk = rows_tensor("dk", dk, d->kv_start, d->batch, d->heads_kv, d->len_kv,
+                                  d->dim_qk, d->k, kv_bytes);
+    tensor_ref t_dv = rows_tensor("dv", dv, d->kv_start, d->batch, d->heads_kv, d->len_kv,
+                                  d->dim_v, d->v, kv_bytes);
     tensor_ref t_dsinks;
     if (d->dsinks) t_dsinks = vector_tensor("desc->dsinks", d->dsinks, d->heads_q);
     for (tensor_ref *x : {&t_dout, &t_lse, &t_dq, &t_dk, &t_dv, &t_dsinks}) chk.span(*x);
@@ -254,7 +317,7 @@ attn_status sdpa_backward(const char *fn, bool f32_only, attn_context *ctx,
     chk.injective(t_dv, "desc->v");
     chk.outputs_disjoint({&t_dq, &t_dk, &t_dv, &t_dsinks},
                          {&t.q, &t.k, &t.v, &t.out, &t_dout, &t_lse, &t.mask, &t.kv_len,
-                          &t.alibi_slopes, &t.sinks});
+                          &t.alibi_slopes, &t.sinks, &t.q_start, &t.kv_start});
     if (chk.failed()) return chk.status();
 
     attn::ops::sdpa_backward_typed(exec_for(context_or_default(ctx)), *d, q, k, v, out, dout,

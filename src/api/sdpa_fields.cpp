@@ -99,22 +99,18 @@ void check_quantized_fields(checker &chk, const attn_sdpa_desc &d) {
 
 void reject_unbuilt_fields(checker &chk, const attn_sdpa_desc &d, bool backward) {
     if (chk.failed()) return;
-    if (d.q_start)
-        chk.fail(ATTN_UNSUPPORTED,
-                 "desc->q_start = %p: packed (ragged) batches are not supported by this call yet "
-                 "(pass NULL)",
-                 (const void *)d.q_start);
-    else if (d.kv_start)
-        chk.fail(ATTN_UNSUPPORTED,
-                 "desc->kv_start = %p: packed (ragged) batches are not supported by this call "
-                 "yet (pass NULL)",
-                 (const void *)d.kv_start);
     const int t = enum_int(d.kv_type);
     if (chk.failed() || !is_quantized_type(t)) return;
     if (backward)  // the forward reads quantized caches; the backward does not
         chk.fail(ATTN_UNSUPPORTED,
                  "desc->kv_type = %s (%d): the backward does not support quantized K/V caches",
                  dtype_name(t), t);
+    else if (d.q_start || d.kv_start)  // packed sequences read K/V rows of whole-byte formats
+        chk.fail(ATTN_UNSUPPORTED,
+                 "desc->%s = %p: packed sequences over a quantized K/V cache (desc->kv_type = "
+                 "%s) are not supported yet",
+                 d.q_start ? "q_start" : "kv_start",
+                 d.q_start ? (const void *)d.q_start : (const void *)d.kv_start, dtype_name(t));
 }
 
 }  // namespace attn::api

@@ -11,8 +11,8 @@ namespace attn::api {
 // caches need. `d` is known non-null.
 void check_quantized_fields(checker &chk, const attn_sdpa_desc &d);
 
-// The parts of 0.3 the attention calls do not compute yet, ATTN_UNSUPPORTED naming the field:
-// q_start, kv_start and a quantized kv_type. Called after every ATTN_INVALID_ARGUMENT rule of
+// The part of 0.3 the attention calls do not compute yet, ATTN_UNSUPPORTED naming the field:
+// a quantized kv_type (packed sequences, q_start and kv_start, are computed). Called after every ATTN_INVALID_ARGUMENT rule of
 // the desc, so a malformed desc is reported as such first. `backward` words the message of a
 // quantized kv_type for the backward, which will not take one.
 void reject_unbuilt_fields(checker &chk, const attn_sdpa_desc &d, bool backward);

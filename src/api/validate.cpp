@@ -246,4 +246,28 @@ void checker::each_in_range(const int32_t *values, int64_t n, int64_t lo, int64_
     }
 }
 
+void checker::cumulative_starts(const int32_t *values, int64_t n, int64_t max_count,
+                                const char *what, const char *max_expr) {
+    if (failed() || !values) return;
+    if (values[0] != 0) {
+        fail(ATTN_INVALID_ARGUMENT, "%s[0] = %d, must be 0", what, values[0]);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t count = int64_t(values[i + 1]) - values[i];
+        if (count < 0) {
+            fail(ATTN_INVALID_ARGUMENT, "%s[%lld] = %d, must be >= %s[%lld] = %d (nondecreasing)",
+                 what, (long long)(i + 1), values[i + 1], what, (long long)i, values[i]);
+            return;
+        }
+        if (count > max_count) {
+            fail(ATTN_INVALID_ARGUMENT,
+                 "%s[%lld] - %s[%lld] = %lld (sequence %lld), must be <= %s = %lld", what,
+                 (long long)(i + 1), what, (long long)i, (long long)count, (long long)i, max_expr,
+                 (long long)max_count);
+            return;
+        }
+    }
+}
+
 }  // namespace attn::api

@@ -111,6 +111,11 @@ public:
     void each_in_range(const int32_t *values, int64_t n, int64_t lo, int64_t hi,
                        const char *what, const char *hi_expr);
 
+    // Cumulative starts of n sequences, values[0 .. n] (FlashAttention's cu_seqlens):
+    // values[0] == 0, nondecreasing, each count values[i + 1] - values[i] <= max_count.
+    void cumulative_starts(const int32_t *values, int64_t n, int64_t max_count, const char *what,
+                           const char *max_expr);
+
 private:
     const char *function_;
     attn_status status_ = ATTN_OK;

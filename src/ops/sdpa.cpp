@@ -1,19 +1,22 @@
-// The fused attention driver (attn_sdpa_f32 on the SIMD path).
+// The fused attention driver (attn_sdpa on the SIMD path).
 //
-// The query rows are cut into fixed tiles of br rows, and with split keys (decoding: too few
-// query tiles to keep the threads busy) the keys into fixed chunks, both decided from the
-// shape only. Every output row is therefore computed by the same sequence of floating-point
-// operations for any number of threads; only which thread runs a tile varies.
-//   without split: a task takes one (batch, kv head) and a range of its (query head, query
+// The plan (sdpa_plan.hpp) cuts each sequence's query rows into fixed tiles of br rows from
+// its first query, and, with split keys (decoding: too few query tiles to keep threads busy),
+// its keys into chunks at fixed multiples of a chunk size, all decided from that sequence's
+// problem alone. Every output row is therefore computed by the same sequence of
+// floating-point operations for any number of threads and whatever else is in the batch;
+// only which thread runs a tile varies.
+//   without split: a task takes one (sequence, kv head) and a range of its (query head, query
 //     tile) pairs; it packs that head's K into panels and pads V rows once, in its own slot
 //     of scratch, then runs the fused tile kernel on each pair (and writes the weights);
-//   with split: a task is one (batch, head, query tile, key chunk), K packed once per head
+//   with split: a task is one (sequence, head, query tile, key chunk), K packed once per head
 //     beforehand (up to 64 MiB; beyond, tile by tile inside the kernel; read in place by a
 //     few query rows); the chunks' (out, lse) are then merged in chunk order, the math of
 //     attn_merge_f32, and the weights, when asked for, come from the merged lse.
 // Decoding a single query with grouped-query attention, the query heads of a group (up to
 // attention_direct_rows) are the rows of one tile, so each K and V row is read once for them.
-// Every buffer is allocated before the first output is written.
+// Rows are addressed through seq_rows (dense or packed by q_start / kv_start). Every buffer
+// is allocated before the first output is written.
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -27,17 +30,12 @@
 #include "core/scores.hpp"
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
+#include "ops/sdpa_plan.hpp"
+#include "ops/seq_rows.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {
 namespace {
-
-// Split the keys when fewer query tiles than this exist (decode), into chunks of at least
-// min_chunk_keys keys: enough tasks for the threads, decided from the shape alone.
-constexpr int64_t split_below_tasks = 64;
-constexpr int64_t min_chunk_keys = 512;
-// Largest copy of K (floats, all heads) packed up front for split keys: 64 MiB.
-constexpr int64_t max_packed_heads_floats = int64_t(16) << 20;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -67,54 +65,18 @@ struct scratch_buffer {
     }
 };
 
-struct sdpa_plan {
-    int64_t br, bc, nr;
-    int64_t q_tiles, group, rows_total;
-    // Decoding one query with grouped KV heads: a tile holds head_rows query heads of one
-    // group (its rows), so K and V are read once for them; head_tiles such tiles a group.
-    int64_t head_rows, head_tiles;
-    int64_t chunks, chunk_keys;  // chunks == 1: no split
-    int64_t panels;              // K panels per head
-    int64_t v_ld;                // padded V row: whole vectors, an odd number of cache lines
-
-    sdpa_plan(const kernels::kernel_table &kt, const attn_sdpa_desc &d)
-        : br(kt.attention_br), bc(kt.attention_bc), nr(kt.attention_nr) {
-        q_tiles = ceil_div(d.len_q, br);
-        group = d.heads_q / d.heads_kv;
-        head_rows = d.len_q == 1 && group > 1 ? std::min(group, kernels::attention_direct_rows) : 1;
-        head_tiles = ceil_div(group, head_rows);
-        rows_total = d.batch * d.heads_q * d.len_q;
-        panels = ceil_div(d.len_kv, nr);
-        // Rows an even number of 64-byte lines apart share half the L1 sets, and a
-        // bc x 64-float block of V no longer fits; one extra line spreads them over all sets.
-        v_ld = ceil_div(d.dim_v, kt.vector_floats) * kt.vector_floats;
-        if ((v_ld / 16) % 2 == 0) v_ld = ceil_div(v_ld, 16) * 16 + 16;
-        const int64_t tiles = d.batch * d.heads_kv * head_tiles * q_tiles;
-        chunks = 1;
-        chunk_keys = ceil_div(d.len_kv, bc) * bc;
-        if (tiles < split_below_tasks && d.len_kv >= 2 * min_chunk_keys) {
-            int64_t want = ceil_div(split_below_tasks, tiles);
-            if (want > d.len_kv / min_chunk_keys) want = d.len_kv / min_chunk_keys;
-            chunk_keys = ceil_div(ceil_div(d.len_kv, want), bc) * bc;
-            chunks = ceil_div(d.len_kv, chunk_keys);
-        }
-    }
-};
-
-// Whether the scores come from bf16 pairs: the ISA has them, the products allow them (q and
-// k stored in bf16, whose products are exact in f32; or ATTN_FPMATH_BF16), and there are
-// more query rows than the decode kernel takes (decoding reads K and V once, in place, with
-// exact products whatever the fpmath: it is bound by memory, not by the products). Every
-// tile of a call, and its weights, then use the same scores.
-bool bf16_scores(const kernels::kernel_table &kt, const exec &ex, const attn_sdpa_desc &d) {
-    if (!kt.attention_forward_tile_bf16 || d.len_q <= kernels::attention_direct_rows) return false;
+// Whether this call may take its scores from bf16 pairs: the ISA has them and the products
+// allow them (q and k stored in bf16, whose products are exact in f32; or ATTN_FPMATH_BF16).
+// The plan then uses them for the sequences with more query rows than the decode kernel takes.
+bool pair_products(const kernels::kernel_table &kt, const exec &ex, const attn_sdpa_desc &d) {
+    if (!kt.attention_forward_tile_bf16) return false;
     return ex.fpmath == ATTN_FPMATH_BF16 ||
            (d.q_type == ATTN_DTYPE_BF16 && d.kv_type == ATTN_DTYPE_BF16);
 }
 
 // A few query rows reading K in place (decoding) take the bandwidth-bound kernel; the others
-// the fused tile kernel, with f32 or bf16-pair scores (pair scores for every tile of the call,
-// its last few rows included).
+// the fused tile kernel, with f32 or bf16-pair scores (pair scores for every tile of a
+// sequence, its last few rows included).
 void run_tile(const kernels::kernel_table &kt, bool pairs, const kernels::attention_tile &t) {
     if (pairs)
         kt.attention_forward_tile_bf16(t);
@@ -150,6 +112,338 @@ void weights_tile(const kernels::kernel_table &kt, bool pairs, const kernels::at
         kt.attention_weights_tile(t, weights, ld, after_forward);
 }
 
+// One forward call: its plan, its scratch (all allocated by the constructor, before any
+// output is written), and the work of each task.
+class forward_call {
+public:
+    forward_call(const exec &ex, const kernels::kernel_table &kt, const attn_sdpa_desc &d,
+                 const void *q, const void *k, const void *v, void *out, const row_stats *stats);
+    void run();
+
+private:
+    kernels::attention_tile make_tile(int64_t seq, int64_t h, int64_t i0, int s) const;
+    kernels::attention_tile make_unit_tile(int64_t seq, int64_t hk, int64_t ht, int64_t i0,
+                                           int s) const;
+    void run_pairs(const sdpa_task &task, int s) const;
+    void run_chunk(const sdpa_task &task, int s) const;
+    void pack_chunk(const sdpa_task &task) const;
+    void merge_block(const merge_task &m, int s) const;
+    void finish() const;
+    float *part_out(const sequence_plan &s, int64_t c) const {
+        return parts_->get() + s.part_floats0 + c * d_.heads_q * s.queries * d_.dim_v;
+    }
+    float *part_lse(const sequence_plan &s, int64_t c) const {
+        const int64_t parts = s.chunks + (d_.sinks ? 1 : 0), part_rows = d_.heads_q * s.queries;
+        return parts_->get() + s.part_floats0 + parts * part_rows * d_.dim_v + c * part_rows;
+    }
+
+    const exec &ex_;
+    const kernels::kernel_table &kt_;
+    const attn_sdpa_desc &d_;
+    const seq_rows rows_;
+    const void *q_, *k_, *v_;
+    void *out_;
+    const row_stats *stats_;
+    sdpa_plan plan_;
+    std::vector<kernels::key_visibility> visibility_;  // per planned sequence
+    int64_t group_, slot_floats_;
+    bool dropout_;
+    mutable std::vector<uint32_t> row_keys_;
+    mutable std::vector<float> slot_lse_, merged_;
+    std::unique_ptr<scratch_buffer> scratch_;
+    float *packed_ = nullptr;  // per slot: a head's packed K, then its padded V
+    std::unique_ptr<aligned_floats> packed_heads_;
+    std::vector<int64_t> packed_at_;  // per sequence: its heads' packed K in packed_heads_
+    std::unique_ptr<aligned_floats> parts_;  // every part row is written by its tile
+    // The parts of each split sequence as the merge takes them: from part_ptr0_[seq] on.
+    std::vector<const float *> part_outs_, part_lses_;
+    std::vector<int64_t> part_ptr0_;
+    std::vector<int64_t> split_seqs_;  // the sequences with split keys
+    std::vector<float> lse_rows_;  // every row's lse in row() order, when d.lse is not that
+    float *lse_all_ = nullptr;
+};
+
+forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
+                           const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
+                           void *out, const row_stats *stats)
+    : ex_(ex), kt_(kt), d_(d), rows_(d), q_(q), k_(k), v_(v), out_(out), stats_(stats) {
+    const plan_kernels blocks{kt.attention_br, kt.attention_bc, kt.attention_nr,
+                              kt.vector_floats, pair_products(kt, ex, d)};
+    const int slots = worker_slots(ex);
+    plan_ = plan_sdpa(d, blocks, slots);
+    group_ = d.heads_q / d.heads_kv;
+    dropout_ = d.dropout_p > 0.0f;
+    bool split = false;
+    for (const sequence_plan &s : plan_.sequences) {
+        visibility_.push_back(rows_.visibility(s.b));
+        split |= s.chunks > 1;
+    }
+    slot_floats_ = (kt.attention_scratch_floats(d.dim_qk, d.dim_v) + 15) / 16 * 16;
+    row_keys_.resize(dropout_ ? size_t(kt.attention_br * slots) : 0);
+    slot_lse_.resize(size_t(kt.attention_br * slots));
+    scratch_ = std::make_unique<scratch_buffer>(
+        size_t((slot_floats_ + plan_.max_head_k + plan_.max_head_v) * slots));
+    packed_ = scratch_->data + slot_floats_ * slots;
+    if (plan_.packed_k_floats > 0)
+        packed_heads_ = std::make_unique<aligned_floats>(size_t(plan_.packed_k_floats));
+    int64_t at = 0;
+    for (const sequence_plan &s : plan_.sequences) {
+        packed_at_.push_back(at);
+        if (s.prepacked) at += d.heads_kv * s.panels * kt.attention_nr * d.dim_qk;
+    }
+    // Split keys: each split sequence's chunk rows and lse; with sinks, one more part: the
+    // sinks as a key set of their own, with no value (rows of zeros, lse = the head's sink),
+    // merged last, so that each row counts its sink once.
+    parts_ = std::make_unique<aligned_floats>(size_t(plan_.part_floats));
+    for (const sequence_plan &s : plan_.sequences) {
+        part_ptr0_.push_back(int64_t(part_outs_.size()));
+        if (s.chunks > 1) split_seqs_.push_back(int64_t(part_ptr0_.size()) - 1);
+        for (int64_t c = 0; s.chunks > 1 && c < s.chunks + (d.sinks ? 1 : 0); ++c) {
+            part_outs_.push_back(part_out(s, c));
+            part_lses_.push_back(part_lse(s, c));
+        }
+    }
+    if (d.sinks)
+        for (const sequence_plan &s : plan_.sequences)
+            if (s.chunks > 1)
+                for (int64_t h = 0; h < d.heads_q; ++h)
+                    for (int64_t i = 0; i < s.queries; ++i) {
+                        part_lse(s, s.chunks)[h * s.queries + i] = d.sinks[h];
+                        std::fill_n(part_out(s, s.chunks) + (h * s.queries + i) * d.dim_v,
+                                    d.dim_v, 0.0f);
+                    }
+    // Final lse of every row in row() order, when the caller's is not in that order or is
+    // not given but a later phase needs it.
+    if (d.lse && !d.q_start) {
+        lse_all_ = d.lse;
+    } else if (d.lse || split || d.weights || stats) {
+        lse_rows_.resize(size_t(rows_.rows_total()));
+        lse_all_ = lse_rows_.data();
+    }
+    if (split && d.out_type != ATTN_DTYPE_F32) merged_.resize(size_t(slots * merge_rows * d.dim_v));
+}
+
+// The tile of query rows [i0, i0 + rows) of (sequence, h), keys [key_begin, key_end).
+kernels::attention_tile forward_call::make_tile(int64_t seq, int64_t h, int64_t i0, int s) const {
+    const sequence_plan &sp = plan_.sequences[size_t(seq)];
+    const int64_t b = sp.b, hk = h / group_, br = kt_.attention_br;
+    kernels::attention_tile t{};
+    t.rows = sp.queries - i0 < br ? sp.queries - i0 : br;
+    t.q = kernels::element_at(q_, d_.q_type, rows_.q_at(b, h, i0));
+    t.q_type = d_.q_type;
+    t.q_ld = d_.q.seq;
+    t.dim_qk = d_.dim_qk;
+    t.dim_v = d_.dim_v;
+    t.scale = d_.scale;
+    t.k = rows_.k_rows(k_, b, hk);
+    t.len_kv = sp.keys;  // rows past kv_len are never read (nor their pages)
+    t.v = rows_.v_rows(v_, b, hk);
+    t.out_type = d_.out_type;
+    // Key tiles left of the first row's window, and keys past the last row's limit
+    // (window, causal, kv_len), are never visited: work skipped, not masked.
+    t.visibility = visibility_[size_t(seq)];
+    const kernels::key_range first = t.visibility.row(i0);
+    const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
+    t.key_begin = first.lo / kt_.attention_bc * kt_.attention_bc;
+    t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
+    t.first_row = i0;
+    t.softcap = d_.softcap;
+    t.alibi_slopes = d_.alibi_slopes ? d_.alibi_slopes + h : nullptr;
+    t.sinks = d_.sinks ? d_.sinks + h : nullptr;
+    if (d_.mask) {
+        t.mask = d_.mask + b * d_.mask_strides.batch + h * d_.mask_strides.head +
+                 i0 * d_.mask_strides.seq;
+        t.mask_ld = d_.mask_strides.seq;
+    }
+    t.scratch = scratch_->data + s * slot_floats_;
+    if (dropout_) {
+        uint32_t *keys = row_keys_.data() + s * br;
+        for (int64_t r = 0; r < t.rows; ++r) keys[r] = dropout::row_key(d_.dropout_seed, b, h, i0 + r);
+        t.dropout_keys = keys;
+        t.dropout_threshold = dropout::threshold(d_.dropout_p);
+        t.dropout_keep = dropout::keep_scale(d_.dropout_p);
+    }
+    return t;
+}
+
+// The tile of query tile i0 of the head_rows query heads from head tile ht of kv head hk:
+// with grouping, row r is query 0 of head h0 + r, and every row sees the same keys.
+kernels::attention_tile forward_call::make_unit_tile(int64_t seq, int64_t hk, int64_t ht,
+                                                     int64_t i0, int s) const {
+    const sequence_plan &sp = plan_.sequences[size_t(seq)];
+    const int64_t h0 = hk * group_ + ht * sp.head_rows;
+    kernels::attention_tile t = make_tile(seq, h0, i0, s);
+    if (sp.head_rows == 1) return t;
+    t.rows = std::min(sp.head_rows, group_ - ht * sp.head_rows);
+    t.q_ld = d_.q.head;
+    t.mask_ld = d_.mask_strides.head;
+    t.rows_are_heads = true;  // every row is query 0: the same keys, its own head's terms
+    if (dropout_) {
+        uint32_t *keys = row_keys_.data() + s * kt_.attention_br;
+        for (int64_t r = 0; r < t.rows; ++r)
+            keys[r] = dropout::row_key(d_.dropout_seed, sp.b, h0 + r, 0);
+    }
+    return t;
+}
+
+// A task of a sequence without split keys: K panels and padded V rows of its head, once for
+// all its pairs (unless its few rows read them in place), then the tile kernel on each pair.
+void forward_call::run_pairs(const sdpa_task &task, int s) const {
+    const sequence_plan &sp = plan_.sequences[size_t(task.seq)];
+    const int64_t b = sp.b, hk = task.hk;
+    float *k_packed = packed_ + s * (plan_.max_head_k + plan_.max_head_v);
+    float *v_padded = k_packed + plan_.max_head_k;
+    if (!sp.direct) {  // the sequence's keys only: past kv_len no row (nor page) is read
+        pack_head_k(kt_, sp.pairs, rows_.k_rows(k_, b, hk), 0, sp.keys, d_.dim_qk, sp.panels,
+                    k_packed);
+        const kernels::kv_rows v_head = rows_.v_rows(v_, b, hk);
+        if (sp.pairs)
+            kt_.attention_pack_v_bf16(v_head, 0, sp.keys, d_.dim_v, plan_.v_ld,
+                                      reinterpret_cast<uint16_t *>(v_padded));
+        else
+            kt_.attention_pad_v(v_head, 0, sp.keys, d_.dim_v, v_padded, plan_.v_ld);
+    }
+    const int64_t br = kt_.attention_br;
+    for (int64_t pair = task.pair_begin; pair < task.pair_end; ++pair) {
+        const int64_t ht = pair / sp.q_tiles, h = hk * group_ + ht * sp.head_rows;
+        const int64_t i0 = (pair % sp.q_tiles) * br;
+        const int64_t row0 = rows_.row(b, h, i0);
+        kernels::attention_tile t = make_unit_tile(task.seq, hk, ht, i0, s);
+        if (!sp.direct) {
+            set_packed_k(t, sp.pairs, k_packed);
+            if (sp.pairs) {  // V as bf16 pair rows; t.v keeps the stored rows
+                t.v_pairs = reinterpret_cast<const uint16_t *>(v_padded);
+                t.v_pairs_ld = 2 * plan_.v_ld;
+            } else {
+                t.v = kernels::kv_rows{};
+                t.v.base = v_padded;
+                t.v.type = ATTN_DTYPE_F32;
+                t.v.ld = plan_.v_ld;
+                t.v_padded = true;
+            }
+        }
+        t.out = kernels::element_at(out_, d_.out_type, rows_.out_at(b, h, i0));
+        t.out_ld = sp.head_rows > 1 ? d_.out.head : d_.out.seq;
+        t.lse = lse_all_ ? lse_all_ + row0 : slot_lse_.data() + s * br;
+        if (stats_) {
+            t.row_max = stats_->max + row0;
+            t.row_sum = stats_->sum + row0;
+        }
+        if (pair + 1 < task.pair_end && sp.head_rows == 1) {
+            const int64_t next_h = hk * group_ + (pair + 1) / sp.q_tiles;
+            const int64_t next_i0 = ((pair + 1) % sp.q_tiles) * br;
+            t.next_q = kernels::element_at(q_, d_.q_type, rows_.q_at(b, next_h, next_i0));
+            t.next_q_rows = sp.queries - next_i0 < br ? sp.queries - next_i0 : br;
+        }
+        run_tile(kt_, sp.pairs, t);
+        if (d_.weights)  // dense only: row() is the dense [b, h, i] index
+            weights_tile(kt_, sp.pairs, t, d_.weights + row0 * d_.len_kv, d_.len_kv, true);
+    }
+}
+
+// A task of a split sequence: one tile against one key chunk, into the chunk's part rows.
+void forward_call::run_chunk(const sdpa_task &task, int s) const {
+    const sequence_plan &sp = plan_.sequences[size_t(task.seq)];
+    const int64_t ht = task.pair_begin / sp.q_tiles;
+    const int64_t i0 = (task.pair_begin % sp.q_tiles) * kt_.attention_br;
+    kernels::attention_tile t = make_unit_tile(task.seq, task.hk, ht, i0, s);
+    const int64_t h = task.hk * group_ + ht * sp.head_rows;
+    const int64_t r0 = h * sp.queries + i0;  // the sequence's part rows, dim_v apart
+    const int64_t begin = task.chunk * sp.chunk_keys, end = begin + sp.chunk_keys;
+    if (begin > t.key_begin) t.key_begin = begin;
+    if (end < t.key_end) t.key_end = end;
+    if (t.key_end < t.key_begin) t.key_end = t.key_begin;  // nothing here: zeros, lse -inf
+    t.sinks = nullptr;  // the merge counts the sink, once
+    t.out = part_out(sp, task.chunk) + r0 * d_.dim_v;
+    t.out_type = ATTN_DTYPE_F32;  // the chunks' rows stay f32 until the merge
+    t.out_ld = d_.dim_v;
+    t.lse = part_lse(sp, task.chunk) + r0;
+    if (sp.prepacked)
+        set_packed_k(t, sp.pairs,
+                     packed_heads_->get() + packed_at_[size_t(task.seq)] +
+                         task.hk * sp.panels * kt_.attention_nr * d_.dim_qk);
+    run_tile(kt_, sp.pairs, t);
+}
+
+// Packs key chunk `chunk` of one head of a prepacked split sequence.
+void forward_call::pack_chunk(const sdpa_task &task) const {
+    const sequence_plan &sp = plan_.sequences[size_t(task.seq)];
+    const int64_t nr = kt_.attention_nr, begin = task.chunk * sp.chunk_keys;
+    const int64_t keys = std::min(sp.chunk_keys, sp.keys - begin);
+    // A key's share of a packed K panel, in floats: dim_qk f32, or dim_qk / 2 bf16 pairs.
+    const int64_t row_floats = sp.pairs ? (d_.dim_qk + 1) / 2 : d_.dim_qk;
+    pack_head_k(kt_, sp.pairs, rows_.k_rows(k_, sp.b, task.hk), begin, sp.keys, d_.dim_qk,
+                ceil_div(keys, nr),
+                packed_heads_->get() + packed_at_[size_t(task.seq)] +
+                    task.hk * sp.panels * nr * d_.dim_qk + begin / nr * nr * row_floats);
+}
+
+// Merges the key chunks of rows [i0, i0 + rows) of (sequence, h) in chunk order (a 16-bit out
+// through an f32 block).
+void forward_call::merge_block(const merge_task &m, int s) const {
+    const sequence_plan &sp = plan_.sequences[size_t(m.seq)];
+    const int64_t parts = sp.chunks + (d_.sinks ? 1 : 0);
+    const float *const *out_at = part_outs_.data() + part_ptr0_[size_t(m.seq)];
+    const float *const *lse_at = part_lses_.data() + part_ptr0_[size_t(m.seq)];
+    const bool f32_out = d_.out_type == ATTN_DTYPE_F32;
+    const int64_t at = rows_.out_at(sp.b, m.h, m.i0);
+    float *block = f32_out ? static_cast<float *>(out_) + at
+                           : merged_.data() + s * merge_rows * d_.dim_v;
+    kt_.attention_merge_rows(parts, m.h * sp.queries + m.i0, m.rows, d_.dim_v, out_at, d_.dim_v,
+                             lse_at, block, f32_out ? d_.out.seq : d_.dim_v,
+                             lse_all_ ? lse_all_ + rows_.row(sp.b, m.h, m.i0) : nullptr);
+    if (!f32_out)
+        for (int64_t r = 0; r < m.rows; ++r)
+            kt_.narrow_row(block + r * d_.dim_v, d_.dim_v,
+                           kernels::element_at(out_, d_.out_type, at + r * d_.out.seq),
+                           d_.out_type);
+}
+
+// After the tiles and the merge: statistics of merged rows, the caller's lse in its packed
+// layout, the weights of split sequences from their merged lse.
+void forward_call::finish() const {
+    for (const sequence_plan &sp : plan_.sequences) {
+        if (stats_ && sp.chunks > 1)  // merged rows: m = lse, l = 1
+            for (int64_t h = 0; h < d_.heads_q; ++h)
+                for (int64_t i = 0; i < sp.queries; ++i) {
+                    const int64_t r = rows_.row(sp.b, h, i);
+                    stats_->max[r] = lse_all_[r];
+                    stats_->sum[r] = 1.0f;
+                }
+        if (d_.lse && d_.q_start)  // [total_q, heads_q]
+            for (int64_t h = 0; h < d_.heads_q; ++h)
+                for (int64_t i = 0; i < sp.queries; ++i)
+                    d_.lse[rows_.lse_at(sp.b, h, i)] = lse_all_[rows_.row(sp.b, h, i)];
+    }
+    if (!d_.weights) return;  // dense only (no q_start, no kv_start)
+    const std::vector<int64_t> &split = split_seqs_;
+    const int64_t q_tiles = ceil_div(d_.len_q, kt_.attention_br);
+    parallel_tasks(ex_, int64_t(split.size()) * d_.heads_q * q_tiles, [&](int64_t task) {
+        const int64_t seq = split[size_t(task / (d_.heads_q * q_tiles))];
+        const int64_t h = (task / q_tiles) % d_.heads_q, i0 = (task % q_tiles) * kt_.attention_br;
+        kernels::attention_tile t = make_tile(seq, h, i0, worker_slot(ex_));
+        const int64_t row0 = rows_.row(plan_.sequences[size_t(seq)].b, h, i0);
+        t.lse = lse_all_ + row0;
+        weights_tile(kt_, plan_.sequences[size_t(seq)].pairs, t, d_.weights + row0 * d_.len_kv,
+                     d_.len_kv, false);
+    });
+}
+
+void forward_call::run() {
+    parallel_tasks(ex_, int64_t(plan_.pack_tasks.size()),
+                   [&](int64_t i) { pack_chunk(plan_.pack_tasks[size_t(i)]); });
+    parallel_tasks(ex_, int64_t(plan_.tasks.size()), [&](int64_t i) {
+        const sdpa_task &task = plan_.tasks[size_t(i)];
+        if (plan_.sequences[size_t(task.seq)].chunks > 1)
+            run_chunk(task, worker_slot(ex_));
+        else
+            run_pairs(task, worker_slot(ex_));
+    });
+    parallel_tasks(ex_, int64_t(plan_.merges.size()),
+                   [&](int64_t i) { merge_block(plan_.merges[size_t(i)], worker_slot(ex_)); });
+    finish();
+}
+
 }  // namespace
 
 void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
@@ -159,261 +453,8 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         ref::sdpa_typed(d, q, k, v, out);
         return;
     }
-    using kernels::element_at;
-    const sdpa_plan plan(*kt, d);
-    const bool split = plan.chunks > 1;
-    const bool pair_scores = bf16_scores(*kt, ex, d);
-    // A key's share of a packed K panel, in floats: dim_qk f32, or dim_qk / 2 bf16 pairs.
-    const int64_t packed_row_floats = pair_scores ? (d.dim_qk + 1) / 2 : d.dim_qk;
-    const bool dropout = d.dropout_p > 0.0f;
-
-    // ---- scratch, all before any output is written ----
-    const int slots = worker_slots(ex);
-    const int64_t slot_floats = (kt->attention_scratch_floats(d.dim_qk, d.dim_v) + 15) / 16 * 16;
-    std::vector<uint32_t> row_keys(dropout ? static_cast<size_t>(plan.br * slots) : 0);
-    std::vector<float> slot_lse(static_cast<size_t>(plan.br * slots));
-    // Without split, each slot also holds one head's packed K and padded V (a few query rows
-    // read K and V in place instead).
-    const bool pack_per_slot = !split && d.len_q > kernels::attention_direct_rows;
-    const int64_t head_k = pack_per_slot ? plan.panels * plan.nr * d.dim_qk : 0;
-    const int64_t head_v = pack_per_slot ? d.len_kv * plan.v_ld : 0;
-    const scratch_buffer scratch(size_t((slot_floats + head_k + head_v) * slots));
-    float *tile_scratch = scratch.data;
-    float *packed = tile_scratch + slot_floats * slots;
-    // Split keys with whole query tiles: every head's K packed once, shared by all its tiles
-    // (rather than each tile packing its chunk again), when that copy of K is not too big.
-    const int64_t packed_head_floats = plan.panels * plan.nr * d.dim_qk;
-    std::unique_ptr<aligned_floats> packed_heads;
-    if (split && plan.head_rows == 1 && d.len_q > kernels::attention_direct_rows &&
-        d.batch * d.heads_kv * packed_head_floats <= max_packed_heads_floats)
-        packed_heads = std::make_unique<aligned_floats>(
-            size_t(d.batch * d.heads_kv * packed_head_floats));
-    // Final lse of every row, when the caller gives none but a later phase needs it.
-    std::vector<float> lse_rows(!d.lse && (split || d.weights || stats) ? plan.rows_total : 0);
-    float *lse_all = d.lse ? d.lse : (lse_rows.empty() ? nullptr : lse_rows.data());
-    // Split keys: chunk c's normalised rows [rows_total x dim_v] and lse [rows_total].
-    // With sinks, one more part: the sinks as a key set of their own, with no value (rows of
-    // zeros, lse = the head's sink), merged last, so that each row counts its sink once.
-    const int64_t parts = split ? plan.chunks + (d.sinks ? 1 : 0) : 0;
-    std::vector<float> part_out(size_t(parts * plan.rows_total * d.dim_v), 0.0f);
-    std::vector<float> part_lse(size_t(parts * plan.rows_total));
-    std::vector<const float *> part_out_at(static_cast<size_t>(parts));
-    std::vector<const float *> part_lse_at(static_cast<size_t>(parts));
-    for (int64_t c = 0; c < parts; ++c) {
-        part_out_at[c] = part_out.data() + c * plan.rows_total * d.dim_v;
-        part_lse_at[c] = part_lse.data() + c * plan.rows_total;
-    }
-    if (split && d.sinks)
-        for (int64_t row = 0; row < plan.rows_total; ++row)
-            part_lse[size_t(plan.chunks * plan.rows_total + row)] =
-                d.sinks[(row / d.len_q) % d.heads_q];
-    auto slot = [&]() { return worker_slot(ex); };
-
-    // The tile of query rows [i0, i0 + rows) of (b, h), keys [key_begin, key_end).
-    auto make_tile = [&](int64_t b, int64_t h, int64_t i0, int64_t s) {
-        const int64_t hk = h / plan.group;
-        kernels::attention_tile t{};
-        t.rows = d.len_q - i0 < plan.br ? d.len_q - i0 : plan.br;
-        t.q = element_at(q, d.q_type, b * d.q.batch + h * d.q.head + i0 * d.q.seq);
-        t.q_type = d.q_type;
-        t.q_ld = d.q.seq;
-        t.dim_qk = d.dim_qk;
-        t.dim_v = d.dim_v;
-        t.scale = d.scale;
-        t.k = k_rows_for(d, k, b, hk);
-        t.len_kv = keys_in_batch(d, b);  // rows past kv_len are never read (nor their pages)
-        t.v = v_rows_for(d, v, b, hk);
-        t.out_type = d.out_type;
-        // Key tiles left of the first row's window, and keys past the last row's limit
-        // (window, causal, kv_len), are never visited: work skipped, not masked.
-        t.visibility = visibility_for(d, b);
-        const kernels::key_range first = t.visibility.row(i0);
-        const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
-        t.key_begin = first.lo / plan.bc * plan.bc;
-        t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
-        t.first_row = i0;
-        t.softcap = d.softcap;
-        t.alibi_slopes = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
-        t.sinks = d.sinks ? d.sinks + h : nullptr;
-        if (d.mask) {
-            t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
-                     i0 * d.mask_strides.seq;
-            t.mask_ld = d.mask_strides.seq;
-        }
-        t.scratch = tile_scratch + s * slot_floats;
-        if (dropout) {
-            uint32_t *keys = row_keys.data() + s * plan.br;
-            for (int64_t r = 0; r < t.rows; ++r)
-                keys[r] = dropout::row_key(d.dropout_seed, b, h, i0 + r);
-            t.dropout_keys = keys;
-            t.dropout_threshold = dropout::threshold(d.dropout_p);
-            t.dropout_keep = dropout::keep_scale(d.dropout_p);
-        }
-        return t;
-    };
-    // The tile of query tile i0 of the head_rows query heads from head_tile ht of kv head hk:
-    // with grouping, row r is query 0 of head h0 + r, and every row sees the same keys.
-    const int64_t row_ld_out = plan.head_rows > 1 ? d.out.head : d.out.seq;
-    auto make_unit_tile = [&](int64_t b, int64_t hk, int64_t ht, int64_t i0, int s) {
-        const int64_t h0 = hk * plan.group + ht * plan.head_rows;
-        kernels::attention_tile t = make_tile(b, h0, i0, s);
-        if (plan.head_rows == 1) return t;
-        t.rows = std::min(plan.head_rows, plan.group - ht * plan.head_rows);
-        t.q_ld = d.q.head;
-        t.mask_ld = d.mask_strides.head;
-        t.rows_are_heads = true;  // every row is query 0: the same keys, its own head's terms
-        if (dropout) {
-            uint32_t *keys = row_keys.data() + s * plan.br;
-            for (int64_t r = 0; r < t.rows; ++r)
-                keys[r] = dropout::row_key(d.dropout_seed, b, h0 + r, 0);
-        }
-        return t;
-    };
-
-    if (!split) {
-        // Tasks: (batch, kv head) x ranges of its (query head, query tile) pairs; enough
-        // ranges for the threads, few enough that packing a head stays a small cost.
-        const int64_t heads = d.batch * d.heads_kv, pairs = plan.head_tiles * plan.q_tiles;
-        int64_t ranges = ceil_div(4 * int64_t(slots), heads);
-        if (ranges > pairs) ranges = pairs;
-        const int64_t per_range = ceil_div(pairs, ranges);
-        ranges = ceil_div(pairs, per_range);
-        parallel_tasks(ex, heads * ranges, [&](int64_t task) {
-            const int64_t head = task / ranges, first = (task % ranges) * per_range;
-            const int64_t last = first + per_range < pairs ? first + per_range : pairs;
-            const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
-            const int s = slot();
-            float *k_packed = packed + s * (head_k + head_v);
-            float *v_padded = k_packed + head_k;
-            // K panels and padded V rows of this head, once for all its pairs in the range
-            const kernels::kv_rows k_head = k_rows_for(d, k, b, hk);
-            const kernels::kv_rows v_head = v_rows_for(d, v, b, hk);
-            if (pack_per_slot) {  // the batch's keys only: past kv_len no row (nor page) is read
-                const int64_t keys_b = keys_in_batch(d, b);
-                pack_head_k(*kt, pair_scores, k_head, 0, keys_b, d.dim_qk, plan.panels, k_packed);
-                if (pair_scores)
-                    kt->attention_pack_v_bf16(v_head, 0, keys_b, d.dim_v, plan.v_ld,
-                                              reinterpret_cast<uint16_t *>(v_padded));
-                else
-                    kt->attention_pad_v(v_head, 0, keys_b, d.dim_v, v_padded, plan.v_ld);
-            }
-            for (int64_t pair = first; pair < last; ++pair) {
-                const int64_t ht = pair / plan.q_tiles, h = hk * plan.group + ht * plan.head_rows;
-                const int64_t i0 = (pair % plan.q_tiles) * plan.br;
-                const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
-                kernels::attention_tile t = make_unit_tile(b, hk, ht, i0, s);
-                if (pack_per_slot) {
-                    set_packed_k(t, pair_scores, k_packed);
-                    if (pair_scores) {  // V as bf16 pair rows; t.v keeps the stored rows
-                        t.v_pairs = reinterpret_cast<const uint16_t *>(v_padded);
-                        t.v_pairs_ld = 2 * plan.v_ld;
-                    } else {
-                        t.v = kernels::kv_rows{};
-                        t.v.base = v_padded;
-                        t.v.type = ATTN_DTYPE_F32;
-                        t.v.ld = plan.v_ld;
-                        t.v_padded = true;
-                    }
-                }
-                t.out = element_at(out, d.out_type, b * d.out.batch + h * d.out.head + i0 * d.out.seq);
-                t.out_ld = row_ld_out;
-                t.lse = lse_all ? lse_all + row0 : slot_lse.data() + s * plan.br;
-                if (stats) {
-                    t.row_max = stats->max + row0;
-                    t.row_sum = stats->sum + row0;
-                }
-                if (pair + 1 < last && plan.head_rows == 1) {
-                    const int64_t next_h = hk * plan.group + (pair + 1) / plan.q_tiles;
-                    const int64_t next_i0 = ((pair + 1) % plan.q_tiles) * plan.br;
-                    t.next_q = element_at(q, d.q_type,
-                                          b * d.q.batch + next_h * d.q.head + next_i0 * d.q.seq);
-                    t.next_q_rows = d.len_q - next_i0 < plan.br ? d.len_q - next_i0 : plan.br;
-                }
-                run_tile(*kt, pair_scores, t);
-                if (d.weights)
-                    weights_tile(*kt, pair_scores, t, d.weights + row0 * d.len_kv, d.len_kv, true);
-            }
-        });
-        return;
-    }
-
-    // ---- split keys: K of every head packed, a task per (batch, kv head, key chunk) ----
-    if (packed_heads) {
-        parallel_tasks(ex, d.batch * d.heads_kv * plan.chunks, [&](int64_t task) {
-            const int64_t head = task / plan.chunks, begin = (task % plan.chunks) * plan.chunk_keys;
-            const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
-            const int64_t keys = std::min(plan.chunk_keys, d.len_kv - begin);
-            pack_head_k(*kt, pair_scores, k_rows_for(d, k, b, hk), begin, keys_in_batch(d, b), d.dim_qk,
-                        ceil_div(keys, plan.nr),
-                        packed_heads->get() + head * packed_head_floats +
-                            begin / plan.nr * plan.nr * packed_row_floats);
-        });
-    }
-
-    // ---- split keys: the fused kernel per (batch, head tile, query tile, key chunk) ----
-    const int64_t units = d.batch * d.heads_kv * plan.head_tiles;
-    const int64_t tasks = units * plan.q_tiles * plan.chunks;
-    parallel_tasks(ex, tasks, [&](int64_t task) {
-        const int64_t chunk = task % plan.chunks;
-        const int64_t qt = (task / plan.chunks) % plan.q_tiles;
-        const int64_t unit = task / (plan.chunks * plan.q_tiles);
-        const int64_t b = unit / (d.heads_kv * plan.head_tiles), ht = unit % plan.head_tiles;
-        const int64_t hk = (unit / plan.head_tiles) % d.heads_kv, i0 = qt * plan.br;
-        kernels::attention_tile t = make_unit_tile(b, hk, ht, i0, slot());
-        const int64_t h = hk * plan.group + ht * plan.head_rows;
-        const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // rows dim_v apart
-        const int64_t begin = chunk * plan.chunk_keys, end = begin + plan.chunk_keys;
-        if (begin > t.key_begin) t.key_begin = begin;
-        if (end < t.key_end) t.key_end = end;
-        if (t.key_end < t.key_begin) t.key_end = t.key_begin;  // nothing here: zeros, lse -inf
-        t.sinks = nullptr;  // the merge counts the sink, once
-        t.out = const_cast<float *>(part_out_at[chunk]) + row0 * d.dim_v;
-        t.out_type = ATTN_DTYPE_F32;  // the chunks' rows stay f32 until the merge
-        t.out_ld = d.dim_v;
-        t.lse = const_cast<float *>(part_lse_at[chunk]) + row0;
-        if (packed_heads)
-            set_packed_k(t, pair_scores, packed_heads->get() + (b * d.heads_kv + hk) * packed_head_floats);
-        run_tile(*kt, pair_scores, t);
-    });
-
-    // ---- merge the key chunks in chunk order (a 16-bit out through an f32 block) ----
-    const int64_t merge_rows = 16;
-    const int64_t row_blocks = ceil_div(d.len_q, merge_rows);
-    const bool f32_out = d.out_type == ATTN_DTYPE_F32;
-    std::vector<float> merged(f32_out ? 0 : size_t(slots * merge_rows * d.dim_v));
-    parallel_tasks(ex, d.batch * d.heads_q * row_blocks, [&](int64_t task) {
-        const int64_t bh = task / row_blocks, i0 = (task % row_blocks) * merge_rows;
-        const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
-        const int64_t rows = d.len_q - i0 < merge_rows ? d.len_q - i0 : merge_rows;
-        const int64_t out_at = b * d.out.batch + h * d.out.head + i0 * d.out.seq;
-        float *block = f32_out ? static_cast<float *>(out) + out_at
-                               : merged.data() + slot() * merge_rows * d.dim_v;
-        kt->attention_merge_rows(parts, bh * d.len_q + i0, rows, d.dim_v,
-                                 part_out_at.data(), d.dim_v, part_lse_at.data(), block,
-                                 f32_out ? d.out.seq : d.dim_v,
-                                 lse_all ? lse_all + bh * d.len_q + i0 : nullptr);
-        if (!f32_out)
-            for (int64_t r = 0; r < rows; ++r)
-                kt->narrow_row(block + r * d.dim_v, d.dim_v,
-                               element_at(out, d.out_type, out_at + r * d.out.seq), d.out_type);
-    });
-
-    // ---- statistics of merged rows: m = lse, l = 1 ----
-    if (stats)
-        for (int64_t r = 0; r < plan.rows_total; ++r) {
-            stats->max[r] = lse_all[r];
-            stats->sum[r] = 1.0f;
-        }
-
-    // ---- weights from the merged lse ----
-    if (!d.weights) return;
-    parallel_tasks(ex, d.batch * d.heads_q * plan.q_tiles, [&](int64_t task) {
-        const int64_t bh = task / plan.q_tiles, i0 = (task % plan.q_tiles) * plan.br;
-        kernels::attention_tile t = make_tile(bh / d.heads_q, bh % d.heads_q, i0, slot());
-        const int64_t row0 = bh * d.len_q + i0;
-        t.lse = lse_all + row0;
-        weights_tile(*kt, pair_scores, t, d.weights + row0 * d.len_kv, d.len_kv, false);
-    });
+    forward_call call(ex, *kt, d, q, k, v, out, stats);
+    call.run();
 }
 
 }  // namespace attn::ops

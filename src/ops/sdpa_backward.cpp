@@ -15,7 +15,8 @@
 // The chunks depend on the shape only, and every sum has a fixed order: the gradients are the
 // same bits for every thread count. S and dP exist only as br x bk tiles: memory beyond the
 // inputs and outputs is O(rows) plus the partials, which are capped (none when the heads alone
-// give enough tasks). Every buffer is allocated before an output is written.
+// give enough tasks). Every buffer is allocated before an output is written. Packed sequences
+// (q_start, kv_start) take the composed backward (sdpa_backward_composed.cpp) instead.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -247,6 +248,10 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
     }
 }
 
+// Packed sequences (q_start, kv_start), each with its own counts and alignment, take the
+// composed backward, which addresses every row through ops/seq_rows.hpp.
+bool needs_composed(const attn_sdpa_desc &d) { return d.q_start || d.kv_start; }
+
 }  // namespace
 
 void set_backward_composed(bool composed) { composed_flag().store(composed ? 1 : 0); }
@@ -260,7 +265,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
-    if (backward_composed()) {
+    if (backward_composed() || needs_composed(d)) {
         sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }

@@ -1,5 +1,6 @@
 // The composed backward of scaled dot-product attention (the SIMD path before the fused one in
-// sdpa_backward.cpp; kept for comparison only — tests and benchmarks — and reached through
+// sdpa_backward.cpp; the SIMD path of packed sequences, q_start / kv_start, every row through
+// ops/seq_rows.hpp; otherwise kept for comparison — tests and benchmarks — and reached through
 // ops/backward_switch.hpp), composed from the GEMM
 // (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
 // in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
@@ -26,6 +27,7 @@
 #include "ops/parallel.hpp"
 #include "core/scores.hpp"
 #include "core/dropout.hpp"
+#include "ops/seq_rows.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {
@@ -34,15 +36,17 @@ namespace {
 constexpr int64_t block_rows = 64;
 const float neg_inf = -std::numeric_limits<float>::infinity();
 
-// Copies rows [batch, heads, len, dim] from dense scratch into a strided tensor.
-void copy_rows(const exec &ex, const float *from, float *to, const attn_layout &l, int64_t batch,
-               int64_t heads, int64_t len, int64_t dim) {
+// Copies the rows of every sequence from the dense scratch (at from_at(b, h, i)) into the
+// strided or packed tensor (at to_at(b, h, i)); `heads` heads, count(b) rows a sequence.
+template <class From, class To, class Count>
+void copy_rows(const exec &ex, const float *from, float *to, int64_t batch, int64_t heads,
+               int64_t dim, const From &from_at, const To &to_at, const Count &count) {
     parallel_for(ex, batch * heads, 1, [&](int64_t begin, int64_t end) {
         for (int64_t bh = begin; bh < end; ++bh) {
             const int64_t b = bh / heads, h = bh % heads;
-            for (int64_t j = 0; j < len; ++j)
-                std::memcpy(to + b * l.batch + h * l.head + j * l.seq,
-                            from + (bh * len + j) * dim, sizeof(float) * size_t(dim));
+            for (int64_t j = 0; j < count(b); ++j)
+                std::memcpy(to + to_at(b, h, j), from + from_at(b, h, j) * dim,
+                            sizeof(float) * size_t(dim));
         }
     });
 }
@@ -51,18 +55,18 @@ void copy_rows(const exec &ex, const float *from, float *to, const attn_layout &
 // k0 + j, rows len_kv apart): S in p becomes P z and dP in dp becomes dS, as above; g holds
 // d s / d (scaled score) with softcap (null without); the sink's gradient joins *dsink_part
 // (null: not wanted).
-void block_gradients(const kernels::kernel_table *kt, const attn_sdpa_desc &d, const float *out,
+void block_gradients(const kernels::kernel_table *kt, const seq_rows &seqs, const float *out,
                      const float *dout, const float *lse, int64_t b, int64_t h, int64_t i0,
                      int64_t rows, int64_t k0, int64_t keys, float *p, float *dp, float *g,
                      float *dsink_part) {
+    const attn_sdpa_desc &d = seqs.desc();
     const int64_t len_kv = d.len_kv;
     const bool dropout = d.dropout_p > 0.0f;
     const uint32_t threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
     const float keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
-    const kernels::key_visibility visibility = visibility_for(d, b);
+    const kernels::key_visibility visibility = seqs.visibility(b);
     const kernels::score_terms terms = score_terms_for(d, h);
     const float sink = sink_for(d, h);
-    const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t i = i0 + r;
             float *p_row = p + r * len_kv, *dp_row = dp + r * len_kv;
@@ -94,7 +98,7 @@ void block_gradients(const kernels::kernel_table *kt, const attn_sdpa_desc &d, c
                 continue;
             }
             // the row's lse: the forward's, or log sum exp recomputed (with the sink)
-            float row_lse = lse ? lse[row0 + r] : 0.0f;
+            float row_lse = lse ? lse[seqs.lse_at(b, h, i)] : 0.0f;
             if (!lse) {
                 const float top = sink > m ? sink : m;
                 float sum = sink == neg_inf ? 0.0f : std::exp(sink - top);
@@ -115,7 +119,7 @@ void block_gradients(const kernels::kernel_table *kt, const attn_sdpa_desc &d, c
             }
             // D = dO . O (FlashAttention's delta: sum_j P_j dP_j when out is the
             // forward's output), from out as every path takes it
-            const int64_t at_row = b * d.out.batch + h * d.out.head + i * d.out.seq;
+            const int64_t at_row = seqs.out_at(b, h, i);
             float big_d = 0.0f;
             for (int64_t c = 0; c < d.dim_v; ++c) big_d += dout[at_row + c] * out[at_row + c];
             for (int64_t j = 0; j < keys; ++j) dp_row[j] = p_row[j] * (dp_row[j] - big_d);
@@ -141,6 +145,7 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
         ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
+    const seq_rows seqs(d);  // each sequence's rows and counts (packed or dense)
     const int64_t group = d.heads_q / d.heads_kv, len_kv = d.len_kv;
 
     // ---- scratch, all before any output is written ----
@@ -150,9 +155,13 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
     // d loss / d sink of (b, h), summed over b in order at the end (tasks own a b each)
     std::vector<float> dsink_parts(d.dsinks ? size_t(d.batch * d.heads_q) : 0, 0.0f);
     std::vector<float> slot_scratch(size_t(slot_floats * slots));
-    std::vector<float> dq_all(size_t(d.batch * d.heads_q * d.len_q * d.dim_qk), 0.0f);
-    std::vector<float> dk_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_qk), 0.0f);
-    std::vector<float> dv_all(size_t(d.batch * d.heads_kv * len_kv * d.dim_v), 0.0f);
+    // dq in seqs.row() order; dk, dv as [heads_kv, K_b] blocks of each sequence, in order
+    std::vector<float> dq_all(size_t(seqs.rows_total() * d.dim_qk), 0.0f);
+    std::vector<float> dk_all(size_t(d.heads_kv * seqs.key_rows_total() * d.dim_qk), 0.0f);
+    std::vector<float> dv_all(size_t(d.heads_kv * seqs.key_rows_total() * d.dim_v), 0.0f);
+    auto key_row = [&](int64_t b, int64_t hk, int64_t j) {
+        return seqs.key_row0(b) * d.heads_kv + hk * seqs.keys(b) + j;
+    };
     // With at least as many heads as threads, the heads run in parallel and each GEMM on its
     // head's thread; with fewer, the heads run one after the other and each GEMM uses every
     // thread. Either way every GEMM computes the same bits.
@@ -168,23 +177,24 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
         float *p = slot_scratch.data() + slot * slot_floats;  // S, then P, then P z
         float *dp = p + block_rows * len_kv;                              // dP z, then dS
         float *g = dp + block_rows * len_kv;                              // d s / d scaled
-        const kernels::key_visibility visibility = visibility_for(d, b);
+        const kernels::key_visibility visibility = seqs.visibility(b);
+        const int64_t len_q = seqs.queries(b);
 
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-            for (int64_t i0 = 0; i0 < d.len_q; i0 += block_rows) {
-                const int64_t rows = d.len_q - i0 < block_rows ? d.len_q - i0 : block_rows;
+            for (int64_t i0 = 0; i0 < len_q; i0 += block_rows) {
+                const int64_t rows = len_q - i0 < block_rows ? len_q - i0 : block_rows;
                 // Keys [k0, k0 + keys): left of the first row's window and past the last
                 // row's limit (window, causal, kv_len) are skipped. Column j is key k0 + j.
                 const int64_t k0 = visibility.row(i0).lo;
                 const int64_t keys = visibility.row(i0 + rows - 1).hi - k0;
                 if (keys <= 0) continue;
-                const float *k_head = k + b * d.k.batch + hk * d.k.head + k0 * d.k.seq;
-                const float *v_head = v + b * d.v.batch + hk * d.v.head + k0 * d.v.seq;
-                float *dk_head = dk_all.data() + (head * len_kv + k0) * d.dim_qk;
-                float *dv_head = dv_all.data() + (head * len_kv + k0) * d.dim_v;
-                const float *q_blk = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
-                const float *do_blk = dout + b * d.out.batch + h * d.out.head + i0 * d.out.seq;
-                const int64_t row0 = (b * d.heads_q + h) * d.len_q + i0;  // dense [b,h,i]
+                const float *k_head = k + seqs.k_at(b, hk, k0);
+                const float *v_head = v + seqs.v_at(b, hk, k0);
+                float *dk_head = dk_all.data() + key_row(b, hk, k0) * d.dim_qk;
+                float *dv_head = dv_all.data() + key_row(b, hk, k0) * d.dim_v;
+                const float *q_blk = q + seqs.q_at(b, h, i0);
+                const float *do_blk = dout + seqs.out_at(b, h, i0);
+                const int64_t row0 = seqs.row(b, h, i0);  // rows of (b, h) are consecutive
 
                 // S = scale Q K^T; dP = dO V^T
                 gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_qk, d.scale, q_blk,
@@ -192,7 +202,7 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
                 gemm(inner, ATTN_NO_TRANS, ATTN_TRANS, rows, keys, d.dim_v, 1.0f, do_blk,
                      d.out.seq, v_head, d.v.seq, 0.0f, dp, len_kv);
 
-                block_gradients(kt, d, out, dout, lse, b, h, i0, rows, k0, keys, p, dp,
+                block_gradients(kt, seqs, out, dout, lse, b, h, i0, rows, k0, keys, p, dp,
                                 softcap ? g : nullptr,
                                 dsink_parts.empty() ? nullptr
                                                     : &dsink_parts[size_t(b * d.heads_q + h)]);
@@ -219,9 +229,15 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
             for (int64_t b = 0; b < d.batch; ++b) sum += dsink_parts[size_t(b * d.heads_q + h)];
             d.dsinks[h] = sum;
         }
-    copy_rows(ex, dq_all.data(), dq, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
-    copy_rows(ex, dk_all.data(), dk, d.k, d.batch, d.heads_kv, len_kv, d.dim_qk);
-    copy_rows(ex, dv_all.data(), dv, d.v, d.batch, d.heads_kv, len_kv, d.dim_v);
+    auto queries = [&](int64_t b) { return seqs.queries(b); };
+    auto keys = [&](int64_t b) { return seqs.keys(b); };
+    auto q_row = [&](int64_t b, int64_t h, int64_t i) { return seqs.row(b, h, i); };
+    auto q_at = [&](int64_t b, int64_t h, int64_t i) { return seqs.q_at(b, h, i); };
+    auto k_at = [&](int64_t b, int64_t hk, int64_t j) { return seqs.k_at(b, hk, j); };
+    auto v_at = [&](int64_t b, int64_t hk, int64_t j) { return seqs.v_at(b, hk, j); };
+    copy_rows(ex, dq_all.data(), dq, d.batch, d.heads_q, d.dim_qk, q_row, q_at, queries);
+    copy_rows(ex, dk_all.data(), dk, d.batch, d.heads_kv, d.dim_qk, key_row, k_at, keys);
+    copy_rows(ex, dv_all.data(), dv, d.batch, d.heads_kv, d.dim_v, key_row, v_at, keys);
 }
 
 }  // namespace attn::ops

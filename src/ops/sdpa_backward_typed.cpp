@@ -12,7 +12,10 @@
 namespace attn::ops {
 namespace {
 
-// A [batch, heads, len, dim] tensor's shape, with its strides in elements.
+// A [batch, heads, len, dim] tensor's shape, with its strides in elements. Packed by
+// q_start / kv_start, it is one batch row of starts[batch] packed rows: a dense copy of it is
+// then a packed layout too (row r of head h at h * len * dim + r * dim), read through the same
+// starts by the f32 backward.
 struct bhsd_shape {
     int64_t batch, heads, len, dim;
     attn_layout layout;
@@ -23,6 +26,12 @@ struct bhsd_shape {
         return (bh / heads) * layout.batch + (bh % heads) * layout.head + i * layout.seq;
     }
 };
+
+bhsd_shape shape_of(const int32_t *starts, int64_t batch, int64_t heads, int64_t len,
+                    int64_t dim, const attn_layout &l) {
+    if (!starts) return {batch, heads, len, dim, l};
+    return {1, heads, int64_t(starts[batch]), dim, attn_layout{0, l.head, l.seq}};
+}
 
 const void *element(const void *base, attn_dtype type, int64_t at) {
     return static_cast<const char *>(base) + at * int64_t(attn_dtype_size(type));
@@ -71,10 +80,10 @@ struct f32_view {
 void sdpa_backward_typed(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
                          const void *v, const void *out, const void *dout, const float *lse,
                          void *dq, void *dk, void *dv) {
-    const bhsd_shape qs{d.batch, d.heads_q, d.len_q, d.dim_qk, d.q};
-    const bhsd_shape ks{d.batch, d.heads_kv, d.len_kv, d.dim_qk, d.k};
-    const bhsd_shape vs{d.batch, d.heads_kv, d.len_kv, d.dim_v, d.v};
-    const bhsd_shape os{d.batch, d.heads_q, d.len_q, d.dim_v, d.out};
+    const bhsd_shape qs = shape_of(d.q_start, d.batch, d.heads_q, d.len_q, d.dim_qk, d.q);
+    const bhsd_shape ks = shape_of(d.kv_start, d.batch, d.heads_kv, d.len_kv, d.dim_qk, d.k);
+    const bhsd_shape vs = shape_of(d.kv_start, d.batch, d.heads_kv, d.len_kv, d.dim_v, d.v);
+    const bhsd_shape os = shape_of(d.q_start, d.batch, d.heads_q, d.len_q, d.dim_v, d.out);
     // ---- the f32 views, every copy allocated before anything is written ----
     f32_view q32(qs, d.q_type, q, dq), k32(ks, d.kv_type, k, dk), v32(vs, d.kv_type, v, dv);
     f32_view o32(os, d.out_type, out, nullptr), do32(os, d.out_type, dout, nullptr);

@@ -7,41 +7,48 @@
 #include <vector>
 
 #include "ref/ref.hpp"
+#include "ops/seq_rows.hpp"
 #include "ref/sdpa_row.hpp"
 
 namespace attn::ref {
 
 void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *v, float *out) {
+    const ops::seq_rows rows(d);  // each sequence's rows and counts (packed or dense)
     std::vector<float> s(static_cast<size_t>(d.len_kv));  // scores, then weights
     std::vector<float> z(static_cast<size_t>(d.len_kv));  // dropout factors
     for (int64_t b = 0; b < d.batch; ++b) {
+        const int64_t keys = rows.keys(b);
+        const core::key_visibility visibility = rows.visibility(b);
         for (int64_t h = 0; h < d.heads_q; ++h) {
-            const core::kv_rows v_rows = core::v_rows_for(d, v, b, sdpa_row::kv_head(d, h));
+            const core::kv_rows v_rows = rows.v_rows(v, b, sdpa_row::kv_head(d, h));
             const float sink = core::sink_for(d, h);
-            for (int64_t i = 0; i < d.len_q; ++i) {
-                const int64_t row = (b * d.heads_q + h) * d.len_q + i;  // dense [b,h,i] index
-                float *out_row = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
-                float *weights_row = d.weights ? d.weights + row * d.len_kv : nullptr;
+            for (int64_t i = 0; i < rows.queries(b); ++i) {
+                float *out_row = out + rows.out_at(b, h, i);
+                float *lse = d.lse ? d.lse + rows.lse_at(b, h, i) : nullptr;
+                // weights (dense only): [batch, heads_q, len_q, len_kv]
+                float *weights_row =
+                    d.weights ? d.weights + ((b * d.heads_q + h) * d.len_q + i) * d.len_kv : nullptr;
 
-                const float m = sdpa_row::scores(d, q, k, b, h, i, s.data());
+                const float m = sdpa_row::scores(rows, q, k, b, h, i, s.data());
                 for (int64_t c = 0; c < d.dim_v; ++c) out_row[c] = 0.0f;
                 if (m == sdpa_row::neg_inf) {  // every key masked: zeros, never NaN; lse = sink
-                    if (d.lse) d.lse[row] = sink;
+                    if (lse) *lse = sink;
                     if (weights_row)
                         for (int64_t j = 0; j < d.len_kv; ++j) weights_row[j] = 0.0f;
                     continue;
                 }
                 // A_j = softmax_j(s) with the sink in the denominator, before dropout.
-                const float lse = sdpa_row::softmax_in_place(s.data(), d.len_kv, m, sink);
-                if (d.lse) d.lse[row] = lse;
+                const float row_lse = sdpa_row::softmax_in_place(s.data(), keys, m, sink);
+                if (lse) *lse = row_lse;
                 if (weights_row)
                     for (int64_t j = 0; j < d.len_kv; ++j) weights_row[j] = s[j];
                 // out_i = sum_j (A_j * z_j) v_j, z = dropout factors (all 1 without dropout).
-                sdpa_row::dropout_factors(d, b, h, i, z.data());
+                sdpa_row::dropout_factors(d, b, h, i, keys, z.data());
                 // A hidden key is never read; every other key contributes, even with weight
                 // 0 (masked by -inf, dropped): a NaN in its V row reaches the output.
-                for (int64_t j = 0; j < d.len_kv; ++j) {
-                    if (sdpa_row::key_hidden(d, b, i, j)) continue;
+                const core::key_range seen = visibility.row(i);
+                for (int64_t j = 0; j < keys; ++j) {
+                    if (sdpa_row::key_hidden(seen, j)) continue;
                     const float p = s[j] * z[j];
                     const float *v_row = v_rows.row_as<float>(j);
                     for (int64_t c = 0; c < d.dim_v; ++c) out_row[c] += p * v_row[c];
@@ -59,7 +66,19 @@ namespace {
 // Elements spanned by a [batch, heads, seq, dim] tensor with these strides.
 int64_t span_elements(const attn_layout &l, int64_t batch, int64_t heads, int64_t seq,
                       int64_t dim) {
+    if (batch <= 0 || heads <= 0 || seq <= 0) return 0;
     return (batch - 1) * l.batch + (heads - 1) * l.head + (seq - 1) * l.seq + dim;
+}
+
+// The rows of a tensor as [outer, heads, seq] with these strides: the layout itself, or,
+// packed by `start` (q_start, kv_start), one outer row of start[batch] packed rows.
+struct row_space {
+    attn_layout l;
+    int64_t outer, seq;
+};
+row_space rows_of(const attn_layout &l, const int32_t *start, int64_t batch, int64_t seq) {
+    if (!start) return {l, batch, seq};
+    return {attn_layout{0, l.head, l.seq}, 1, start[batch]};
 }
 
 // The logical elements of a [batch, heads, seq, dim] tensor of type t, widened to f32 at the
@@ -121,20 +140,24 @@ void sdpa_typed(const attn_sdpa_desc &d, const void *q, const void *k, const voi
              static_cast<const float *>(v), static_cast<float *>(out));
         return;
     }
-    const std::vector<float> qf = widened(q, d.q_type, d.q, d.batch, d.heads_q, d.len_q, d.dim_qk);
+    const row_space qs = rows_of(d.q, d.q_start, d.batch, d.len_q);
+    const row_space os = rows_of(d.out, d.q_start, d.batch, d.len_q);
     // paged K/V: the whole pool, num_pages pages of page_size rows
-    const int64_t kv_outer = d.block_table ? d.num_pages : d.batch;
-    const int64_t kv_rows = d.block_table ? d.page_size : d.len_kv;
-    const std::vector<float> kf = widened(k, d.kv_type, d.k, kv_outer, d.heads_kv, kv_rows, d.dim_qk);
-    const std::vector<float> vf = widened(v, d.kv_type, d.v, kv_outer, d.heads_kv, kv_rows, d.dim_v);
-    std::vector<float> of(size_t(span_elements(d.out, d.batch, d.heads_q, d.len_q, d.dim_v)));
+    const row_space ks = d.block_table ? row_space{d.k, d.num_pages, d.page_size}
+                                       : rows_of(d.k, d.kv_start, d.batch, d.len_kv);
+    const row_space vs = d.block_table ? row_space{d.v, d.num_pages, d.page_size}
+                                       : rows_of(d.v, d.kv_start, d.batch, d.len_kv);
+    const std::vector<float> qf = widened(q, d.q_type, qs.l, qs.outer, d.heads_q, qs.seq, d.dim_qk);
+    const std::vector<float> kf = widened(k, d.kv_type, ks.l, ks.outer, d.heads_kv, ks.seq, d.dim_qk);
+    const std::vector<float> vf = widened(v, d.kv_type, vs.l, vs.outer, d.heads_kv, vs.seq, d.dim_v);
+    std::vector<float> of(size_t(span_elements(os.l, os.outer, d.heads_q, os.seq, d.dim_v)) + 1);
     attn_sdpa_desc f32 = d;
     f32.q_type = f32.kv_type = f32.out_type = ATTN_DTYPE_F32;
     sdpa(f32, qf.data(), kf.data(), vf.data(), of.data());
-    for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t b = 0; b < os.outer; ++b)
         for (int64_t h = 0; h < d.heads_q; ++h)
-            for (int64_t i = 0; i < d.len_q; ++i) {
-                const int64_t row = b * d.out.batch + h * d.out.head + i * d.out.seq;
+            for (int64_t i = 0; i < os.seq; ++i) {
+                const int64_t row = b * os.l.batch + h * os.l.head + i * os.l.seq;
                 for (int64_t c = 0; c < d.dim_v; ++c)
                     store_element(out, d.out_type, row + c, of[size_t(row + c)]);
             }

@@ -1,7 +1,8 @@
 // One query row of scaled dot-product attention, shared by the reference forward and
 // backward so both see exactly the same scores, masking and dropout. The score and the keys
-// a row sees are those of src/core/scores.hpp; K rows are found through the one addressing
-// function (src/core/kv_rows.hpp).
+// a row sees are those of src/core/scores.hpp; rows are found through the one addressing of
+// sequence rows (src/ops/seq_rows.hpp, over src/core/kv_rows.hpp), which also gives each
+// sequence its counts: row i of sequence b sees keys j < K_b only.
 #pragma once
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "core/scores.hpp"
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
+#include "ops/seq_rows.hpp"
 
 namespace attn::ref::sdpa_row {
 
@@ -20,29 +22,31 @@ inline constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 // Grouped-query attention: query head h reads key/value head h / (heads_q / heads_kv).
 inline int64_t kv_head(const attn_sdpa_desc &d, int64_t h) { return h / (d.heads_q / d.heads_kv); }
 
-// Whether the window, the causal limit or kv_len hides key j from query i of batch b.
-inline bool key_hidden(const attn_sdpa_desc &d, int64_t b, int64_t i, int64_t j) {
-    const core::key_range r = core::visibility_for(d, b).row(i);
-    return j < r.lo || j >= r.hi;
+// Whether the window, the causal limit or kv_len hides key j from the row that sees `seen`.
+inline bool key_hidden(const core::key_range &seen, int64_t j) {
+    return j < seen.lo || j >= seen.hi;
 }
 
 // s[j] = the score of key j for query (b, h, i) (scale, softcap, + mask, - ALiBi) for
-// j < len_kv, -inf where the key is hidden; slope[j] (if given) = d s / d (scaled score).
+// j < K_b, -inf where the key is hidden; slope[j] (if given) = d s / d (scaled score).
 // Returns max_j s[j] (-inf when every key is hidden; NaN when a visible score is NaN, so
 // that the row becomes NaN rather than reading as fully masked).
-inline float scores(const attn_sdpa_desc &d, const float *q, const float *k, int64_t b, int64_t h,
-                    int64_t i, float *s, float *slope = nullptr) {
-    const float *q_row = q + b * d.q.batch + h * d.q.head + i * d.q.seq;
-    const core::kv_rows k_rows = core::k_rows_for(d, k, b, kv_head(d, h));
+inline float scores(const ops::seq_rows &rows, const float *q, const float *k, int64_t b,
+                    int64_t h, int64_t i, float *s, float *slope = nullptr) {
+    const attn_sdpa_desc &d = rows.desc();
+    const float *q_row = q + rows.q_at(b, h, i);
+    const core::kv_rows k_rows = rows.k_rows(k, b, kv_head(d, h));
     const float *mask_row = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
                                          i * d.mask_strides.seq
                                    : nullptr;
     const core::score_terms terms = core::score_terms_for(d, h);
-    const int64_t at = i + core::query_offset(d, b);
+    const core::key_visibility visibility = rows.visibility(b);
+    const core::key_range seen = visibility.row(i);
+    const int64_t at = i + visibility.offset;
     float m = neg_inf;
-    for (int64_t j = 0; j < d.len_kv; ++j) {
+    for (int64_t j = 0; j < rows.keys(b); ++j) {
         if (slope) slope[j] = 0.0f;
-        if (key_hidden(d, b, i, j)) {
+        if (key_hidden(seen, j)) {
             s[j] = neg_inf;
             continue;
         }
@@ -72,17 +76,18 @@ inline float softmax_in_place(float *s, int64_t n, float m, float sink = neg_inf
     return top + std::log(sum);
 }
 
-// z[j] = the factor dropout applies to weight j of row (b,h,i): 0 if dropped, else 1/(1-p).
-// All ones when dropout is off.
-inline void dropout_factors(const attn_sdpa_desc &d, int64_t b, int64_t h, int64_t i, float *z) {
+// z[j] = the factor dropout applies to weight j < n of row (b,h,i): 0 if dropped, else
+// 1/(1-p). All ones when dropout is off.
+inline void dropout_factors(const attn_sdpa_desc &d, int64_t b, int64_t h, int64_t i, int64_t n,
+                            float *z) {
     if (d.dropout_p <= 0.0f) {
-        for (int64_t j = 0; j < d.len_kv; ++j) z[j] = 1.0f;
+        for (int64_t j = 0; j < n; ++j) z[j] = 1.0f;
         return;
     }
     const uint32_t key = dropout::row_key(d.dropout_seed, b, h, i);
     const uint32_t thresh = dropout::threshold(d.dropout_p);
     const float keep = dropout::keep_scale(d.dropout_p);
-    for (int64_t j = 0; j < d.len_kv; ++j) z[j] = dropout::dropped(key, j, thresh) ? 0.0f : keep;
+    for (int64_t j = 0; j < n; ++j) z[j] = dropout::dropped(key, j, thresh) ? 0.0f : keep;
 }
 
 }  // namespace attn::ref::sdpa_row

@@ -1,0 +1,88 @@
+// The plan of a forward attention call: how each sequence is cut into tiles and key chunks,
+// which kernel computes it, and the list of tasks the driver (sdpa.cpp) runs. A function of
+// the desc, the kernels' blocks and the number of worker slots, with no side effects, so that
+// a tool can print it and tests can check it.
+//
+// Batch invariance: everything that changes the arithmetic of a row is decided per sequence,
+// from that sequence's problem alone (its query count n_b, its visible keys, the heads, the
+// options and the kernels): the query tiles (br rows from the sequence's first query), whether
+// its keys are split and where (at multiples of split_chunk_keys on its own key axis), whether
+// K is packed, bf16 pairs or f32 scores, the decode kernel or the tile kernel. Only how tiles
+// are grouped into tasks looks at the whole call and the thread count, and a task computes
+// each of its tiles the same way whatever its neighbours.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attn/attn.h"
+
+namespace attn::ops {
+
+// What the plan needs of the kernels: their blocks, and whether bf16-pair products may be
+// used for this call's types and fpmath (the ISA has them and the rule allows them).
+struct plan_kernels {
+    int64_t br, bc, nr;
+    int64_t vector_floats;
+    bool pair_products;
+};
+
+// Split keys: a sequence whose query tiles give fewer than split_below_tiles tiles over its
+// kv heads, with more than 2 chunks' worth of visible keys, is cut at multiples of the chunk.
+inline constexpr int64_t split_below_tiles = 64;
+inline constexpr int64_t split_chunk_min_keys = 512;
+// Largest copy of one sequence's K (floats, all heads) packed up front for split keys.
+inline constexpr int64_t max_packed_heads_floats = int64_t(16) << 20;
+
+struct sequence_plan {
+    int64_t b;                // the sequence
+    int64_t queries, keys;    // n_b, and its visible keys min(K_b, kv_len[b])
+    // Decoding one query with grouped KV heads: a tile holds head_rows query heads of one
+    // group (its rows), so K and V are read once for them; head_tiles such tiles a group.
+    int64_t head_rows, head_tiles, q_tiles;
+    int64_t chunks, chunk_keys;  // chunks == 1: no split (chunk_keys covers every key)
+    int64_t panels;              // K panels of nr keys covering the visible keys
+    bool pairs;                  // scores (and P V) from bf16 pairs
+    bool direct;                 // a few query rows: K and V read in place (no packing)
+    bool prepacked;              // split: K packed once per head before the tiles run
+    int64_t part_floats0;        // split: offset of its chunk parts in the parts buffer
+};
+
+// One task: tiles of sequence `seq` (index into sequences), kv head hk, its (head tile,
+// query tile) pairs [pair_begin, pair_end) (pair = head_tile * q_tiles + query_tile), against
+// key chunk `chunk`. Tasks of non-split sequences pack the head's K and V once for all their
+// pairs (unless direct).
+struct sdpa_task {
+    int64_t seq, hk, pair_begin, pair_end, chunk;
+    double cost;  // predicted work, in multiply-adds (plus packing)
+};
+
+// A phase after the tiles: the merge of each split sequence's chunks, per (sequence, query
+// head, block of merge_rows rows).
+struct merge_task {
+    int64_t seq, h, i0, rows;
+    double cost;
+};
+
+struct sdpa_plan {
+    std::vector<sequence_plan> sequences;
+    std::vector<sdpa_task> pack_tasks;  // split + prepacked: (seq, hk, chunk), K only
+    std::vector<sdpa_task> tasks;       // the tiles, heaviest first
+    std::vector<merge_task> merges;
+    int64_t part_floats = 0;             // the parts buffer: out rows then lse, every split seq
+    int64_t max_head_k = 0, max_head_v = 0;  // per-slot packed K and padded V of a task
+    int64_t v_ld = 0;                    // padded V row
+    int64_t packed_k_floats = 0;         // all prepacked K
+};
+
+inline constexpr int64_t merge_rows = 16;
+
+// The plan of attn_sdpa for desc d (validated) on `slots` worker slots.
+sdpa_plan plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots);
+
+// The predicted parallel efficiency on p threads, phase by phase (pack, tiles, merge; each
+// scheduled greedily in task order onto the earliest free thread): total work / (p x the sum
+// of the phases' makespans).
+double plan_efficiency(const sdpa_plan &plan, int p);
+
+}  // namespace attn::ops
