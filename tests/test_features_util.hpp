@@ -1,6 +1,6 @@
 // A float64 oracle for the fields of "masks and layouts of today's models" (sliding windows,
 // the three causal alignments, softcap, ALiBi, sinks), written independently of the library
-// from API.md's sentences, plus the helpers the feature tests share.
+// from attn.h's sentences, plus the helpers the feature tests share.
 #pragma once
 
 #include <cmath>
@@ -12,7 +12,7 @@
 
 namespace attn_test {
 
-// i' - i for batch b, as API.md defines it.
+// i' - i for batch b, as attn.h defines it.
 inline int64_t oracle_offset(const attn_sdpa_desc &d, int64_t b) {
     if (d.causal == ATTN_CAUSAL_TOP_LEFT) return 0;
     if (d.causal == ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN) return d.kv_len[b] - d.len_q;

@@ -1,5 +1,5 @@
 // attn_sdpa with 16-bit tensors on every path: each combination of q, k/v and out types,
-// against float64 on the stored inputs with API.md's tolerance rule: the error is at most
+// against float64 on the stored inputs with attn.h's tolerance rule: the error is at most
 // twice that of the plain computation (inputs as stored, products summed in f32, P rounded
 // to bf16 when V is bf16, output rounded once) plus two units in the last place of the
 // output type.
@@ -79,7 +79,7 @@ double norm_error(const std::vector<double> &got, const std::vector<double> &wan
     return worst / scale;
 }
 
-// The plain 16-bit computation of API.md's rule, in f32 on the stored values: scores summed
+// The plain 16-bit computation of attn.h's tolerance rule, in f32 on the stored values: scores summed
 // in f32, softmax in f32, the weights rounded to bf16 when V is bf16 (where the rule allows
 // P to be rounded before P V), P V summed in f32, the output rounded once to out_type.
 std::vector<double> sdpa_plain(const attn_sdpa_desc &d, const std::vector<double> &q,

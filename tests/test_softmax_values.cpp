@@ -220,7 +220,7 @@ TEST_P(SoftmaxValues, NegativeOverflowIsZeroBesideFiniteProducts) {
     for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
 }
 
-// Infinite entries count by their products (API.md, softmax, 0.2): with scale < 0 an x of
+// Infinite entries count by their products (attn.h, attn_softmax_f32): with scale < 0 an x of
 // +inf weighs 0 beside finite products, which are the softmax of themselves; the two rows of
 // the fuzzer's finding ([2, 1], scale -1: +inf -> 0, -inf -> 1), out of place and in place.
 TEST_P(SoftmaxValues, InfiniteEntriesCountByTheirProducts) {

@@ -1,5 +1,5 @@
 """attn.sdpa's keyword arguments for today's models (window, softcap, alibi_slopes, sinks,
-causal="bottom_right_kv_len") against a float64 NumPy computation written from API.md."""
+causal="bottom_right_kv_len") against a float64 NumPy computation written from attn.h's rules."""
 import numpy as np
 import pytest
 
