@@ -67,11 +67,14 @@ public:
 
     // The keys of (b, hk) through the one addressing function of K and V rows (paged, or
     // contiguous from the sequence's first row).
+    // Without kv_start these are core's k_rows_for / v_rows_for, which also carry a quantized
+    // format's scales and zero points (packed sequences over a quantized cache are refused by
+    // validation).
     core::kv_rows k_rows(const void *k, int64_t b, int64_t hk) const {
-        return rows_of(k, d_.k, b, hk);
+        return d_.kv_start ? packed_rows(k, d_.k, b, hk) : core::k_rows_for(d_, k, b, hk);
     }
     core::kv_rows v_rows(const void *v, int64_t b, int64_t hk) const {
-        return rows_of(v, d_.v, b, hk);
+        return d_.kv_start ? packed_rows(v, d_.v, b, hk) : core::v_rows_for(d_, v, b, hk);
     }
 
     // The sequence's problem as a dense desc of its own counts: len_q = n_b, len_kv = K_b.
@@ -100,11 +103,12 @@ private:
         return d_.kv_start ? (d_.kv_start[b] + j) * l.seq + hk * l.head
                            : b * l.batch + hk * l.head + j * l.seq;
     }
-    core::kv_rows rows_of(const void *x, const attn_layout &l, int64_t b, int64_t hk) const {
-        if (!d_.kv_start) return core::kv_rows_for(d_, x, l, b, hk);
-        core::kv_rows r = core::kv_rows_for(d_, x, l, 0, hk);  // not paged: kv_start excludes it
-        const int64_t bytes = core::element_bytes(d_.kv_type);
-        r.base = static_cast<const char *>(x) + key_at(l, b, hk, 0) * bytes;
+    // Sequence b's rows of a packed k or v: contiguous from its first packed row (kv_start
+    // excludes paging).
+    core::kv_rows packed_rows(const void *x, const attn_layout &l, int64_t b, int64_t hk) const {
+        core::kv_rows r = core::kv_rows_for(d_, x, l, 0, hk);
+        r.base = static_cast<const char *>(x) +
+                 core::element_offset_bytes(d_.kv_type, key_at(l, b, hk, 0));
         return r;
     }
 
