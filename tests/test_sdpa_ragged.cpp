@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ops/sdpa_plan.hpp"
-#include "ops/seq_rows.hpp"
+#include "core/seq_rows.hpp"
 #include "test_features_util.hpp"
 
 namespace {
@@ -430,7 +430,7 @@ TEST(ragged_plan, EveryKeyOfEveryRowOnce) {
     d.kv_len = p.kv_len.data();
     d.window_left = 2500;
     const attn::ops::plan_kernels k{96, 128, 64, 16, false};
-    const attn::ops::seq_rows rows(d);
+    const attn::core::seq_rows rows(d);
     for (const int slots : {1, 2, 64}) {
         const attn::ops::sdpa_plan plan = attn::ops::plan_sdpa(d, k, slots);
         // covered[(seq, h, i, j)] counts

@@ -13,6 +13,7 @@
 
 #include "attn/attn.h"
 #include "core/kv_rows.hpp"
+#include "core/seq_rows.hpp"
 #include "core/scores.hpp"
 #include "kernels/kernels.hpp"
 
@@ -28,6 +29,7 @@ using core::query_offset;
 using core::score_terms_for;
 using core::sink_for;
 using core::v_rows_for;
+using core::seq_rows;
 using core::visibility_for;
 
 // What a context tells a driver. `isa` is resolved: never ATTN_ISA_AUTO.

@@ -31,7 +31,7 @@
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
 #include "ops/sdpa_plan.hpp"
-#include "ops/seq_rows.hpp"
+#include "core/seq_rows.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {

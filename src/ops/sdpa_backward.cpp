@@ -249,7 +249,7 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
 }
 
 // Packed sequences (q_start, kv_start), each with its own counts and alignment, take the
-// composed backward, which addresses every row through ops/seq_rows.hpp.
+// composed backward, which addresses every row through core/seq_rows.hpp.
 bool needs_composed(const attn_sdpa_desc &d) { return d.q_start || d.kv_start; }
 
 }  // namespace

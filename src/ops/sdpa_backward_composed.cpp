@@ -1,6 +1,6 @@
 // The composed backward of scaled dot-product attention (the SIMD path before the fused one in
 // sdpa_backward.cpp; the SIMD path of packed sequences, q_start / kv_start, every row through
-// ops/seq_rows.hpp; otherwise kept for comparison — tests and benchmarks — and reached through
+// core/seq_rows.hpp; otherwise kept for comparison — tests and benchmarks — and reached through
 // ops/backward_switch.hpp), composed from the GEMM
 // (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
 // in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
@@ -27,7 +27,7 @@
 #include "ops/parallel.hpp"
 #include "core/scores.hpp"
 #include "core/dropout.hpp"
-#include "ops/seq_rows.hpp"
+#include "core/seq_rows.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {

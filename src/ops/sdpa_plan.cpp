@@ -5,7 +5,7 @@
 #include <queue>
 
 #include "kernels/attention_args.hpp"
-#include "ops/seq_rows.hpp"
+#include "core/seq_rows.hpp"
 
 namespace attn::ops {
 namespace {
@@ -17,7 +17,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int tasks_per_slot = 8;
 
 // The tiles, chunks and kernels of sequence b: its own problem only (see the header).
-sequence_plan plan_sequence(const seq_rows &rows, int64_t b, const plan_kernels &k) {
+sequence_plan plan_sequence(const core::seq_rows &rows, int64_t b, const plan_kernels &k) {
     const attn_sdpa_desc &d = rows.desc();
     sequence_plan s{};
     s.b = b;
@@ -67,7 +67,7 @@ void pair_keys(const sequence_plan &s, const kernels::key_visibility &vis, const
     if (hi < lo) hi = lo;
 }
 
-void add_tasks(sdpa_plan &plan, const seq_rows &rows, const plan_kernels &k, int slots) {
+void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, const plan_kernels &k, int slots) {
     const attn_sdpa_desc &d = rows.desc();
     // Every (pair, chunk) of every sequence as a cost first: the target size of a task of
     // non-split pairs is a share of the whole call (tasks_per_slot a slot), so long sequences are cut
@@ -121,7 +121,7 @@ void add_tasks(sdpa_plan &plan, const seq_rows &rows, const plan_kernels &k, int
 }  // namespace
 
 sdpa_plan plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots) {
-    const seq_rows rows(d);
+    const core::seq_rows rows(d);
     sdpa_plan plan;
     // Rows an even number of 64-byte lines apart share half the L1 sets, and a bc x 64-float
     // block of V no longer fits; one extra line spreads them over all sets.

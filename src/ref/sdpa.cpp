@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "ref/ref.hpp"
-#include "ops/seq_rows.hpp"
+#include "core/seq_rows.hpp"
 #include "ref/sdpa_row.hpp"
 
 namespace attn::ref {
 
 void sdpa(const attn_sdpa_desc &d, const float *q, const float *k, const float *v, float *out) {
-    const ops::seq_rows rows(d);  // each sequence's rows and counts (packed or dense)
+    const core::seq_rows rows(d);  // each sequence's rows and counts (packed or dense)
     std::vector<float> s(static_cast<size_t>(d.len_kv));  // scores, then weights
     std::vector<float> z(static_cast<size_t>(d.len_kv));  // dropout factors
     for (int64_t b = 0; b < d.batch; ++b) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ref/ref.hpp"
-#include "ops/seq_rows.hpp"
+#include "core/seq_rows.hpp"
 #include "ref/sdpa_row.hpp"
 
 namespace attn::ref {
@@ -19,7 +19,7 @@ namespace attn::ref {
 void sdpa_backward(const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
                    const float *out, const float *dout,
                    const float *lse, float *dq, float *dk, float *dv) {
-    const ops::seq_rows rows(d);  // each sequence's rows and counts (packed or dense)
+    const core::seq_rows rows(d);  // each sequence's rows and counts (packed or dense)
     // Zero the rows of dq, dk, dv of every sequence (rows inside its counts only, so a KV
     // cache's unused capacity is left alone).
     for (int64_t b = 0; b < d.batch; ++b) {

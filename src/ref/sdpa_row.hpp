@@ -1,7 +1,7 @@
 // One query row of scaled dot-product attention, shared by the reference forward and
 // backward so both see exactly the same scores, masking and dropout. The score and the keys
 // a row sees are those of src/core/scores.hpp; rows are found through the one addressing of
-// sequence rows (src/ops/seq_rows.hpp, over src/core/kv_rows.hpp), which also gives each
+// sequence rows (src/core/seq_rows.hpp, over src/core/kv_rows.hpp), which also gives each
 // sequence its counts: row i of sequence b sees keys j < K_b only.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include "core/scores.hpp"
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
-#include "ops/seq_rows.hpp"
+#include "core/seq_rows.hpp"
 
 namespace attn::ref::sdpa_row {
 
@@ -31,7 +31,7 @@ inline bool key_hidden(const core::key_range &seen, int64_t j) {
 // j < K_b, -inf where the key is hidden; slope[j] (if given) = d s / d (scaled score).
 // Returns max_j s[j] (-inf when every key is hidden; NaN when a visible score is NaN, so
 // that the row becomes NaN rather than reading as fully masked).
-inline float scores(const ops::seq_rows &rows, const float *q, const float *k, int64_t b,
+inline float scores(const core::seq_rows &rows, const float *q, const float *k, int64_t b,
                     int64_t h, int64_t i, float *s, float *slope = nullptr) {
     const attn_sdpa_desc &d = rows.desc();
     const float *q_row = q + rows.q_at(b, h, i);

@@ -22,7 +22,7 @@
 #include "core/kv_rows.hpp"
 #include "core/scores.hpp"
 
-namespace attn::ops {
+namespace attn::core {
 
 class seq_rows {
 public:
@@ -70,11 +70,11 @@ public:
     // Without kv_start these are core's k_rows_for / v_rows_for, which also carry a quantized
     // format's scales and zero points (packed sequences over a quantized cache are refused by
     // validation).
-    core::kv_rows k_rows(const void *k, int64_t b, int64_t hk) const {
-        return d_.kv_start ? packed_rows(k, d_.k, b, hk) : core::k_rows_for(d_, k, b, hk);
+    kv_rows k_rows(const void *k, int64_t b, int64_t hk) const {
+        return d_.kv_start ? packed_rows(k, d_.k, b, hk) : k_rows_for(d_, k, b, hk);
     }
-    core::kv_rows v_rows(const void *v, int64_t b, int64_t hk) const {
-        return d_.kv_start ? packed_rows(v, d_.v, b, hk) : core::v_rows_for(d_, v, b, hk);
+    kv_rows v_rows(const void *v, int64_t b, int64_t hk) const {
+        return d_.kv_start ? packed_rows(v, d_.v, b, hk) : v_rows_for(d_, v, b, hk);
     }
 
     // The sequence's problem as a dense desc of its own counts: len_q = n_b, len_kv = K_b.
@@ -87,11 +87,11 @@ public:
         return s;
     }
     // Keys of sequence b that exist for its rows: min(K_b, kv_len[b]).
-    int64_t visible_keys(int64_t b) const { return core::keys_in_batch(sequence(b), b); }
+    int64_t visible_keys(int64_t b) const { return keys_in_batch(sequence(b), b); }
     // Row i of sequence b sees keys visibility(b).row(i) (window, causal at the sequence's
     // alignment, kv_len).
-    core::key_visibility visibility(int64_t b) const {
-        return core::visibility_for(sequence(b), b);
+    key_visibility visibility(int64_t b) const {
+        return visibility_for(sequence(b), b);
     }
 
 private:
@@ -105,14 +105,14 @@ private:
     }
     // Sequence b's rows of a packed k or v: contiguous from its first packed row (kv_start
     // excludes paging).
-    core::kv_rows packed_rows(const void *x, const attn_layout &l, int64_t b, int64_t hk) const {
-        core::kv_rows r = core::kv_rows_for(d_, x, l, 0, hk);
+    kv_rows packed_rows(const void *x, const attn_layout &l, int64_t b, int64_t hk) const {
+        kv_rows r = kv_rows_for(d_, x, l, 0, hk);
         r.base = static_cast<const char *>(x) +
-                 core::element_offset_bytes(d_.kv_type, key_at(l, b, hk, 0));
+                 element_offset_bytes(d_.kv_type, key_at(l, b, hk, 0));
         return r;
     }
 
     const attn_sdpa_desc &d_;
 };
 
-}  // namespace attn::ops
+}  // namespace attn::core
