@@ -76,7 +76,8 @@ struct amx_model_tiles {
     static void dpbf16ps() { model::dpbf16ps(C, A, B); }
 };
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+// GCC spells the macros __AMX_TILE__ / __AMX_BF16__, clang 14 __AMXTILE__ / __AMXBF16__.
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
 }  // namespace attn::kernels::amx
 #include <immintrin.h>
 namespace attn::kernels::amx {
