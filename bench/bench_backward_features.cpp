@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "bench_common.hpp"
-#include "ops/backward_switch.hpp"
 
 namespace attn_bench {
 namespace {
@@ -54,19 +53,10 @@ void backward(benchmark::State &state, variant which, int64_t heads, int64_t len
         break;
     default: break;
     }
-    d.lse = lse.data();
-    if (!check(state, attn_sdpa_f32(ctx, &d, q.data(), k.data(), v.data(), out.data()))) return;
-    d.lse = nullptr;
     if (d.sinks) d.dsinks = dsinks.data();
-    attn::ops::set_backward_composed(composed);
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa_backward_f32(ctx, &d, q.data(), k.data(), v.data(), out.data(),
-                                                 dout.data(), lse.data(), dq.data(), dk.data(),
-                                                 dv.data())))
-            break;
-        benchmark::ClobberMemory();
-    }
-    attn::ops::set_backward_composed(false);
+    if (!time_backward_f32(state, ctx, d, q.data(), k.data(), v.data(), out.data(), dout.data(),
+                           lse.data(), dq.data(), dk.data(), dv.data(), composed))
+        return;
     set_flops(state, 10.0 * double(dim) * pairs * double(heads));
 }
 

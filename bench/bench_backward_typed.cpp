@@ -15,16 +15,6 @@
 namespace attn_bench {
 namespace {
 
-// x rounded to bf16 (nearest even; the inputs are finite), as 16-bit patterns.
-std::vector<uint16_t> to_bf16(const std::vector<float> &x) {
-    std::vector<uint16_t> out(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-        uint32_t u;
-        std::memcpy(&u, &x[i], 4);
-        out[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
-    return out;
-}
 
 void typed(benchmark::State &state, bool backward, attn_dtype type, int64_t dim, attn_isa isa) {
     const int64_t heads = 8, len = 2048;

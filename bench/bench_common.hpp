@@ -19,6 +19,8 @@
 #include <benchmark/benchmark.h>
 
 #include "attn/attn.h"
+#include "core/convert.hpp"
+#include "ops/backward_switch.hpp"
 
 namespace attn_bench {
 
@@ -129,11 +131,41 @@ inline void set_flops_per_cpu_second(benchmark::State &state, double flops_total
     if (cpu_seconds > 0.0) state.counters["GFLOP/s_cpu"] = flops_total * threads / cpu_seconds / 1e9;
 }
 
+// x as bf16 bit patterns, rounded to nearest even.
+inline std::vector<uint16_t> to_bf16(const std::vector<float> &x) {
+    std::vector<uint16_t> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i) out[i] = attn::convert::f32_to_bf16(x[i]);
+    return out;
+}
+
 // Skips the benchmark with a message when a status is not ATTN_OK.
 inline bool check(benchmark::State &state, attn_status s) {
     if (s == ATTN_OK) return true;
     state.SkipWithError((std::string(attn_status_string(s)) + ": " + attn_last_error()).c_str());
     return false;
+}
+
+// The f32 backward of problem d (d.lse null), timed: lse and out come from one forward first; `composed` picks the composed backward over the fused one.
+// Returns false (the benchmark skipped with the error) when a call fails.
+inline bool time_backward_f32(benchmark::State &state, attn_context *ctx, attn_sdpa_desc d,
+                              const float *q, const float *k, const float *v, float *out,
+                              const float *dout, float *lse, float *dq, float *dk, float *dv,
+                              bool composed) {
+    attn_sdpa_desc fwd = d;  // the forward writes lse and knows nothing of dsinks
+    fwd.lse = lse;
+    fwd.dsinks = nullptr;
+    if (!check(state, attn_sdpa_f32(ctx, &fwd, q, k, v, out))) return false;
+    attn::ops::set_backward_composed(composed);
+    bool ok = true;
+    for (auto _ : state) {
+        if (!check(state, attn_sdpa_backward_f32(ctx, &d, q, k, v, out, dout, lse, dq, dk, dv))) {
+            ok = false;
+            break;
+        }
+        benchmark::ClobberMemory();
+    }
+    attn::ops::set_backward_composed(false);
+    return ok;
 }
 
 }  // namespace attn_bench

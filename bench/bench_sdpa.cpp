@@ -80,16 +80,6 @@ struct sdpa_data {
           out(q.size()) {}
 };
 
-// bf16 bits of x, rounded to nearest even.
-std::vector<uint16_t> to_bf16(const std::vector<float> &x) {
-    std::vector<uint16_t> out(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-        uint32_t u;
-        std::memcpy(&u, &x[i], 4);
-        out[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
-    return out;
-}
 
 void sdpa_attn(benchmark::State &state, sdpa_shape s, attn_impl impl, attn_isa isa, int threads) {
     attn_context *ctx = s.math == sdpa_math::fpmath_bf16 ? context_bf16_math(isa, threads)

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "bench_common.hpp"
-#include "ops/backward_switch.hpp"
 
 namespace attn_bench {
 namespace {
@@ -37,18 +36,9 @@ void sdpa_bwd(benchmark::State &state, bwd_shape s, attn_isa isa, int threads, b
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, s.heads, s.len, s.len, s.dim);
     d.causal = s.causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
-    d.lse = lse.data();
-    if (!check(state, attn_sdpa_f32(ctx, &d, q.data(), k.data(), v.data(), out.data()))) return;
-    d.lse = nullptr;
-    attn::ops::set_backward_composed(composed);
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa_backward_f32(ctx, &d, q.data(), k.data(), v.data(), out.data(),
-                                                 dout.data(), lse.data(), dq.data(), dk.data(),
-                                                 dv.data())))
-            break;
-        benchmark::ClobberMemory();
-    }
-    attn::ops::set_backward_composed(false);
+    if (!time_backward_f32(state, ctx, d, q.data(), k.data(), v.data(), out.data(), dout.data(),
+                           lse.data(), dq.data(), dk.data(), dv.data(), composed))
+        return;
     set_flops(state, s.flops());
 }
 

@@ -214,6 +214,21 @@ void pack_v_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, 
     }
 }
 
+// The V pair rows for keys j0 .. j0+cols-1 of a tile: the driver's packed pairs when it
+// packed V once for the whole head, else packed here into v_buf (dv_pad words a pair row).
+struct v_pair_rows {
+    const uint16_t *pairs;
+    int64_t ld;  // bf16 elements between pair rows
+};
+template <class Arch>
+v_pair_rows tile_v_pairs(const attention_tile &t, int64_t j0, int64_t cols, int64_t dv_pad,
+                         float *v_buf) {
+    if (t.v_pairs) return {t.v_pairs + (j0 / 2) * t.v_pairs_ld, t.v_pairs_ld};
+    auto *packed = reinterpret_cast<uint16_t *>(v_buf);
+    pack_v_pairs<Arch>(t.v, j0, cols, t.dim_v, dv_pad, packed);
+    return {packed, dv_pad * 2};
+}
+
 // o[Rows x NV*W] = o * rescale[r] + P[Rows x 2*pairs] V, P as bf16 pairs (row r's pair m
 // the 32-bit word p[r * ldp + m]), V as pair rows (pair row m at v + m * ldv bf16).
 template <class Arch, int Rows, int NV>
@@ -284,16 +299,9 @@ void pv_tile_pairs(const attention_tile &t, int64_t j0, int64_t cols, float *s, 
     }
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
     const int64_t ldp = blk::bc;  // P rows stay bc floats (32-bit words) apart
-    const uint16_t *v_pairs;
-    int64_t ldv;
-    if (t.v_pairs) {
-        v_pairs = t.v_pairs + (j0 / 2) * t.v_pairs_ld;
-        ldv = t.v_pairs_ld;
-    } else {
-        v_pairs = reinterpret_cast<uint16_t *>(v_buf);
-        ldv = dv_pad * 2;
-        pack_v_pairs<Arch>(t.v, j0, cols, t.dim_v, dv_pad, reinterpret_cast<uint16_t *>(v_buf));
-    }
+    const v_pair_rows vp = tile_v_pairs<Arch>(t, j0, cols, dv_pad, v_buf);
+    const uint16_t *v_pairs = vp.pairs;
+    const int64_t ldv = vp.ld;
     // the pairs of keys every row of a block sees (both keys of a pair in its shared range)
     const int64_t vectors = dv_pad / W;
     for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {

@@ -275,17 +275,10 @@ void tile_scores<Arch, Tiles>::pv(const attention_tile &t, int64_t j0, int64_t c
         }
     }
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
-    const uint16_t *v_pairs;
-    int64_t ldv;
-    if (t.v_pairs) {
-        v_pairs = t.v_pairs + (j0 / 2) * t.v_pairs_ld;
-        ldv = t.v_pairs_ld;
-    } else {
-        v_pairs = reinterpret_cast<uint16_t *>(v_buf);
-        ldv = dv_pad * 2;
-        attention_bf16_detail::pack_v_pairs<Arch>(t.v, j0, cols, t.dim_v, dv_pad,
-                                                  reinterpret_cast<uint16_t *>(v_buf));
-    }
+    const attention_bf16_detail::v_pair_rows vp =
+        attention_bf16_detail::tile_v_pairs<Arch>(t, j0, cols, dv_pad, v_buf);
+    const uint16_t *v_pairs = vp.pairs;
+    const int64_t ldv = vp.ld;
     const int64_t vectors = dv_pad / W;
     for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_block) {
         const int64_t rr = t.rows - r0 < rows_per_block ? t.rows - r0 : rows_per_block;
