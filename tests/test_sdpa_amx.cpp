@@ -224,9 +224,15 @@ void expect_rule(const std::string &what, const std::vector<float> &got,
 void check_level(attn_isa isa, const char *name) {
     if (!attn::kernels::isa_supported(isa))
         GTEST_SKIP() << name << ": this CPU (or its OS) lacks the level";
-    // the tile kernels, not the pair kernels of the level below
-    ASSERT_NE(attn::kernels::kernel_table_for(isa)->attention_forward_tile_bf16,
-              attn::kernels::kernel_table_for(ATTN_ISA_AVX512_BF16)->attention_forward_tile_bf16);
+    // the tile kernels, not the pair kernels of the level below: its list has amx_tiles, tried
+    // where the level below tries bf16_pairs
+    const attn::kernels::attention_impl_list &impls =
+        attn::kernels::kernel_table_for(isa)->attention_impls;
+    ASSERT_STREQ(impls.choose(64, true).name, "amx_tiles");
+    ASSERT_STREQ(impls.choose(64, false).name, "f32_tiles");
+    ASSERT_STREQ(impls.choose(1, true).name, "decode");
+    ASSERT_STREQ(attn::kernels::kernel_table_for(ATTN_ISA_AVX512_BF16)->attention_impls.choose(64, true).name,
+                 "bf16_pairs");
     for (const amx_case &c : cases) {
         SCOPED_TRACE(std::string(name) + " " + c.name);
         const attn_sdpa_desc d = desc_of(c);

@@ -429,14 +429,31 @@ TEST(ragged_plan, EveryKeyOfEveryRowOnce) {
     d.causal = ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
     d.kv_len = p.kv_len.data();
     d.window_left = 2500;
-    const attn::ops::plan_kernels k{96, 128, 64, 16, false};
+    // A list of two entries with blocks no ISA has (96-row tiles, 128-key blocks, 64-key
+    // panels): a decode entry for up to 4 rows that packs nothing, then tiles that pack K.
+    attn::kernels::attention_impl decode{};
+    decode.name = "decode";
+    decode.max_queries = 4;
+    decode.br = 96;
+    decode.bc = 128;
+    decode.nr = 64;
+    attn::kernels::attention_impl tiles = decode;
+    tiles.name = "tiles";
+    tiles.max_queries = 0;
+    tiles.pack_k = [](const attn::core::kv_rows &, int64_t, int64_t, int64_t, int64_t, float *) {};
+    attn::kernels::attention_impl_list impls{};
+    impls.append(decode);
+    impls.append(tiles);
+    const attn::ops::plan_kernels k{&impls, 16, false};
+    const attn::kernels::attention_impl &kb = impls.entries[1];  // both entries' blocks
     const attn::core::seq_rows rows(d);
     for (const int slots : {1, 2, 64}) {
         const attn::ops::sdpa_plan plan = attn::ops::plan_sdpa(d, k, slots);
         // covered[(seq, h, i, j)] counts
         for (size_t si = 0; si < plan.sequences.size(); ++si) {
             const attn::ops::sequence_plan &s = plan.sequences[si];
-            if (s.chunks > 1) EXPECT_EQ(s.chunk_keys % k.bc, 0);
+            if (s.chunks > 1) EXPECT_EQ(s.chunk_keys % kb.bc, 0);
+            EXPECT_STREQ(s.impl->name, s.queries <= 4 ? "decode" : "tiles");
             const attn::core::key_visibility vis = rows.visibility(s.b);
             std::vector<int> covered(size_t(d.heads_q * s.queries * s.keys), 0);
             for (const attn::ops::sdpa_task &t : plan.tasks) {
@@ -446,9 +463,9 @@ TEST(ragged_plan, EveryKeyOfEveryRowOnce) {
                 ASSERT_LE(t.pair_end, s.head_tiles * s.q_tiles);
                 ASSERT_LT(t.chunk, s.chunks);
                 for (int64_t pair = t.pair_begin; pair < t.pair_end; ++pair) {
-                    const int64_t ht = pair / s.q_tiles, i0 = (pair % s.q_tiles) * k.br;
+                    const int64_t ht = pair / s.q_tiles, i0 = (pair % s.q_tiles) * kb.br;
                     const int64_t heads = s.head_rows > 1 ? s.head_rows : 1;
-                    const int64_t tile_rows = s.head_rows > 1 ? 1 : std::min(k.br, s.queries - i0);
+                    const int64_t tile_rows = s.head_rows > 1 ? 1 : std::min<int64_t>(kb.br, s.queries - i0);
                     for (int64_t hr = 0; hr < heads; ++hr)
                         for (int64_t r = 0; r < tile_rows; ++r) {
                             const int64_t h = t.hk * (d.heads_q / d.heads_kv) + ht * s.head_rows + hr;

@@ -334,8 +334,9 @@ typedef struct attn_sdpa_desc {
      * pointers is NULL unless kv_type is quantized, and the zero points are NULL for FP8; groups
      * >= 0 and dividing their dimension; with a 4-bit kv_type, dim_qk, dim_v, the groups and
      * every stride of k and v in use (its dimension has more than one index) are even. Scale
-     * values are not checked. Not built yet in the attention calls: a quantized kv_type that
-     * passes these rules is ATTN_UNSUPPORTED (attn_quantize writes such caches today). */
+     * values are not checked. attn_sdpa reads such caches on every path (the forward only:
+     * the backward with a quantized kv_type is ATTN_UNSUPPORTED, as are packed sequences,
+     * q_start / kv_start, over a quantized cache); attn_quantize writes them. */
     const float *k_scale;          /* required for the integer types; FP8: NULL means 1          */
     const float *v_scale;
     const float *k_zero;           /* optional zero points, integer types only; NULL means 0     */

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_entries.hpp"
 #include "core/convert.hpp"
 
 ATTN_KERNELS_BEGIN
@@ -375,19 +376,37 @@ struct bf16_scores {
 
 }  // namespace attention_bf16_detail
 
-// ---- entry points (in the kernel table of the bf16 levels) ----------------------------------
+// ---- the bf16_pairs entry (attention_impl.hpp) -----------------------------------------------
+
+namespace attention_bf16_detail {
+
+// K pair panels: a key's share of a panel is dim_qk / 2 pairs, 32-bit words, rounded up.
+inline int64_t pair_words_per_key(int64_t dim_qk) { return (dim_qk + 1) / 2; }
 
 template <class Arch>
-void attention_pack_k_bf16(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
-                           int64_t panels, uint16_t *packed) {
-    attention_bf16_detail::pack_k_pairs<Arch>(k, first, keys_end, dim_qk, panels, packed);
+void pack_k_entry(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
+                  int64_t panels, float *packed) {
+    pack_k_pairs<Arch>(k, first, keys_end, dim_qk, panels, reinterpret_cast<uint16_t *>(packed));
 }
 
+// V as pair rows of ld 32-bit words (2 ld bf16 values: dims of two keys interleaved).
 template <class Arch>
-void attention_pack_v_bf16(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
-                           int64_t ld, uint16_t *packed) {
-    attention_bf16_detail::pack_v_pairs<Arch>(v, first, keys, dim_v, ld, packed);
+void pack_v_entry(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, float *packed,
+                  int64_t ld) {
+    pack_v_pairs<Arch>(v, first, keys, dim_v, ld, reinterpret_cast<uint16_t *>(packed));
 }
+
+inline void use_k_pairs(attention_tile &t, const float *packed) {
+    t.k_pairs = reinterpret_cast<const uint16_t *>(packed);
+}
+
+// t.v keeps the stored rows, for the keys taken one at a time.
+inline void use_v_pairs(attention_tile &t, const float *packed, int64_t ld) {
+    t.v_pairs = reinterpret_cast<const uint16_t *>(packed);
+    t.v_pairs_ld = 2 * ld;
+}
+
+}  // namespace attention_bf16_detail
 
 template <class Arch>
 void attention_forward_tile_bf16(const attention_tile &t) {
@@ -399,6 +418,25 @@ void attention_weights_tile_bf16(const attention_tile &t, float *weights, int64_
                                  bool after_forward) {
     attention_weights_tile_with<Arch, attention_bf16_detail::bf16_scores<Arch>>(
         t, weights, weights_ld, after_forward);
+}
+
+// The f32 tiles' blocks and scratch, with K and V in the pair layouts; taken only where bf16
+// products are allowed, by sequences with more rows than the decode entry takes (which reads
+// K and V once, in place, with exact products: bound by memory, not by the products).
+template <class Arch>
+attention_impl attention_bf16_pairs_entry() {
+    namespace detail = attention_bf16_detail;
+    attention_impl e = attention_f32_tiles_entry<Arch>();
+    e.name = "bf16_pairs";
+    e.pair_products = true;
+    e.k_floats_per_key = &detail::pair_words_per_key;
+    e.pack_k = &detail::pack_k_entry<Arch>;
+    e.pack_v = &detail::pack_v_entry<Arch>;
+    e.use_packed_k = &detail::use_k_pairs;
+    e.use_packed_v = &detail::use_v_pairs;
+    e.forward_tile = &attention_forward_tile_bf16<Arch>;
+    e.weights_tile = &attention_weights_tile_bf16<Arch>;
+    return e;
 }
 
 ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

@@ -9,6 +9,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_decode.hpp"
+#include "kernels/attention_entries.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/elements.hpp"
 #include "kernels/kernels.hpp"
@@ -44,15 +45,12 @@ kernel_table make_kernel_table(const char *isa_name) {
     // --- convert ---
     t.convert_array = &convert_array<Arch>;
     // --- attention ---
+    t.attention_impls.append(attention_decode_entry<Arch>());
+    t.attention_impls.append(attention_f32_tiles_entry<Arch>());
     t.attention_br = attention_blocking<Arch>::br;
     t.attention_bc = attention_blocking<Arch>::bc;
-    t.attention_nr = attention_blocking<Arch>::nr_vectors * t.vector_floats;
     t.attention_scratch_floats = &attention_scratch_floats<Arch>;
-    t.attention_pack_k = &attention_pack_k<Arch>;
-    t.attention_pad_v = &attention_pad_v<Arch>;
     t.attention_forward_tile = &attention_forward_tile<Arch>;
-    t.attention_decode_tile = &attention_decode_tile<Arch>;
-    t.attention_weights_tile = &attention_weights_tile<Arch>;
     t.attention_backward_bk = static_cast<int>(backward_bk);
     t.attention_backward_br = static_cast<int>(backward_br);
     t.attention_backward_scratch_floats = &attention_backward_scratch_floats<Arch>;

@@ -13,6 +13,7 @@
 #include "attn/attn.h"
 #include "core/kv_rows.hpp"
 #include "core/scores.hpp"
+#include "kernels/attention_impl.hpp"
 
 namespace attn::kernels {
 
@@ -88,33 +89,14 @@ struct kernel_table {
     void (*convert_array)(int64_t n, const void *src, attn_dtype src_type, void *dst,
                           attn_dtype dst_type);
     // --- attention ---
-    // Fused attention (attention.hpp); the argument block is in attention_args.hpp.
-    int attention_br, attention_bc, attention_nr;  // query rows / keys per tile, keys per K panel
+    // Fused attention: the forward implementations, best first (attention_impl.hpp; their
+    // argument block is in attention_args.hpp).
+    attention_impl_list attention_impls;
+    // The f32 tile kernel itself (attention.hpp), its blocks and scratch: the backward
+    // recomputes the forward's row statistics with it.
+    int attention_br, attention_bc;  // query rows / keys per tile
     int64_t (*attention_scratch_floats)(int64_t dim_qk, int64_t dim_v);
-    // K rows first .. keys_end - 1 (through kv_rows, paged or not) packed into f32 panels.
-    void (*attention_pack_k)(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
-                             int64_t panels, float *packed);
-    // V rows first .. first + keys - 1 widened to padded[j * padded_ld] (f32), zero to
-    // padded_ld.
-    void (*attention_pad_v)(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
-                            float *padded, int64_t padded_ld);
     void (*attention_forward_tile)(const struct attention_tile &tile);
-    // The same for at most attention_direct_rows rows and K read in place (decoding;
-    // attention_decode.hpp), on the same scratch.
-    void (*attention_decode_tile)(const struct attention_tile &tile);
-    void (*attention_weights_tile)(const struct attention_tile &tile, float *weights,
-                                   int64_t weights_ld, bool after_forward);
-    // Scores from bf16 pairs (attention_bf16.hpp), on the levels with VDPBF16PS (else null):
-    // K packed into pair panels (at most panels * nr * dim_qk floats' worth of bytes), and
-    // the tile kernels of the same contract as the f32 ones, with t.k_pairs for t.k_packed.
-    void (*attention_pack_k_bf16)(const kv_rows &k, int64_t first, int64_t keys_end,
-                                  int64_t dim_qk, int64_t panels, uint16_t *packed);
-    // V rows packed as bf16 pair rows, `ld` dims each (attention_tile::v_pairs).
-    void (*attention_pack_v_bf16)(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
-                                  int64_t ld, uint16_t *packed);
-    void (*attention_forward_tile_bf16)(const struct attention_tile &tile);
-    void (*attention_weights_tile_bf16)(const struct attention_tile &tile, float *weights,
-                                        int64_t weights_ld, bool after_forward);
     // Fused backward (attention_backward.hpp): one key tile against one head's query rows.
     int attention_backward_bk, attention_backward_br;  // keys per tile, query rows per step
     int64_t (*attention_backward_scratch_floats)(int64_t dim_qk, int64_t dim_v);

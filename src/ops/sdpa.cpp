@@ -7,7 +7,7 @@
 // floating-point operations for any number of threads and whatever else is in the batch;
 // only which thread runs a tile varies.
 //   without split: a task takes one (sequence, kv head) and a range of its (query head, query
-//     tile) pairs; it packs that head's K into panels and pads V rows once, in its own slot
+//     tile) pairs; it packs that head's K and V once (as its entry lays them out), in its own slot
 //     of scratch, then runs the fused tile kernel on each pair (and writes the weights);
 //   with split: a task is one (sequence, head, query tile, key chunk), K packed once per head
 //     beforehand (up to 64 MiB; beyond, tile by tile inside the kernel; read in place by a
@@ -15,8 +15,11 @@
 //     attn_merge_f32, and the weights, when asked for, come from the merged lse.
 // Decoding a single query with grouped-query attention, the query heads of a group (up to
 // attention_direct_rows) are the rows of one tile, so each K and V row is read once for them.
-// Rows are addressed through seq_rows (dense or packed by q_start / kv_start). Every buffer
-// is allocated before the first output is written.
+// Which kernel computes a sequence, and how its K and V are packed, belong to the entry of the
+// ISA's attention implementation list (kernels/attention_impl.hpp) the plan chose for it: the
+// driver packs and runs through that entry, with no layout of its own. Rows are addressed
+// through seq_rows (dense or packed by q_start / kv_start). Every buffer is allocated before
+// the first output is written.
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -65,51 +68,12 @@ struct scratch_buffer {
     }
 };
 
-// Whether this call may take its scores from bf16 pairs: the ISA has them and the products
-// allow them (q and k stored in bf16, whose products are exact in f32; or ATTN_FPMATH_BF16).
-// The plan then uses them for the sequences with more query rows than the decode kernel takes.
-bool pair_products(const kernels::kernel_table &kt, const exec &ex, const attn_sdpa_desc &d) {
-    if (!kt.attention_forward_tile_bf16) return false;
+// Whether this call's types and fpmath allow bf16-pair products (q and k stored in bf16, whose
+// products are exact in f32; or ATTN_FPMATH_BF16); the list's entries that need them are
+// skipped otherwise.
+bool pair_products(const exec &ex, const attn_sdpa_desc &d) {
     return ex.fpmath == ATTN_FPMATH_BF16 ||
            (d.q_type == ATTN_DTYPE_BF16 && d.kv_type == ATTN_DTYPE_BF16);
-}
-
-// A few query rows reading K in place (decoding) take the bandwidth-bound kernel; the others
-// the fused tile kernel, with f32 or bf16-pair scores (pair scores for every tile of a
-// sequence, its last few rows included).
-void run_tile(const kernels::kernel_table &kt, bool pairs, const kernels::attention_tile &t) {
-    if (pairs)
-        kt.attention_forward_tile_bf16(t);
-    else if (t.rows <= kernels::attention_direct_rows && !t.k_packed)
-        kt.attention_decode_tile(t);
-    else
-        kt.attention_forward_tile(t);
-}
-
-// The head's K from key `first` on packed for the tile kernel: f32 panels, or bf16-pair panels
-// (in the same buffer, which is large enough for either); rows through the addressing function.
-void pack_head_k(const kernels::kernel_table &kt, bool pairs, const kernels::kv_rows &k,
-                 int64_t first, int64_t keys_end, int64_t dim_qk, int64_t panels, float *packed) {
-    if (pairs)
-        kt.attention_pack_k_bf16(k, first, keys_end, dim_qk, panels,
-                                 reinterpret_cast<uint16_t *>(packed));
-    else
-        kt.attention_pack_k(k, first, keys_end, dim_qk, panels, packed);
-}
-
-void set_packed_k(kernels::attention_tile &t, bool pairs, const float *packed) {
-    if (pairs)
-        t.k_pairs = reinterpret_cast<const uint16_t *>(packed);
-    else
-        t.k_packed = packed;
-}
-
-void weights_tile(const kernels::kernel_table &kt, bool pairs, const kernels::attention_tile &t,
-                  float *weights, int64_t ld, bool after_forward) {
-    if (pairs)
-        kt.attention_weights_tile_bf16(t, weights, ld, after_forward);
-    else
-        kt.attention_weights_tile(t, weights, ld, after_forward);
 }
 
 // One forward call: its plan, its scratch (all allocated by the constructor, before any
@@ -146,7 +110,7 @@ private:
     const row_stats *stats_;
     sdpa_plan plan_;
     std::vector<kernels::key_visibility> visibility_;  // per planned sequence
-    int64_t group_, slot_floats_;
+    int64_t group_, slot_floats_, max_br_;
     bool dropout_;
     mutable std::vector<uint32_t> row_keys_;
     mutable std::vector<float> slot_lse_, merged_;
@@ -167,10 +131,9 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
                            const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
                            void *out, const row_stats *stats)
     : ex_(ex), kt_(kt), d_(d), rows_(d), q_(q), k_(k), v_(v), out_(out), stats_(stats) {
-    const plan_kernels blocks{kt.attention_br, kt.attention_bc, kt.attention_nr,
-                              kt.vector_floats, pair_products(kt, ex, d)};
+    const plan_kernels impls{&kt.attention_impls, kt.vector_floats, pair_products(ex, d)};
     const int slots = worker_slots(ex);
-    plan_ = plan_sdpa(d, blocks, slots);
+    plan_ = plan_sdpa(d, impls, slots);
     group_ = d.heads_q / d.heads_kv;
     dropout_ = d.dropout_p > 0.0f;
     bool split = false;
@@ -178,9 +141,10 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
         visibility_.push_back(rows_.visibility(s.b));
         split |= s.chunks > 1;
     }
-    slot_floats_ = (kt.attention_scratch_floats(d.dim_qk, d.dim_v) + 15) / 16 * 16;
-    row_keys_.resize(dropout_ ? size_t(kt.attention_br * slots) : 0);
-    slot_lse_.resize(size_t(kt.attention_br * slots));
+    slot_floats_ = (kt.attention_impls.max_scratch_floats(d.dim_qk, d.dim_v) + 15) / 16 * 16;
+    max_br_ = kt.attention_impls.max_br();
+    row_keys_.resize(dropout_ ? size_t(max_br_ * slots) : 0);
+    slot_lse_.resize(size_t(max_br_ * slots));
     scratch_ = std::make_unique<scratch_buffer>(
         size_t((slot_floats_ + plan_.max_head_k + plan_.max_head_v) * slots));
     packed_ = scratch_->data + slot_floats_ * slots;
@@ -189,7 +153,7 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
     int64_t at = 0;
     for (const sequence_plan &s : plan_.sequences) {
         packed_at_.push_back(at);
-        if (s.prepacked) at += d.heads_kv * s.panels * kt.attention_nr * d.dim_qk;
+        if (s.prepacked) at += d.heads_kv * s.panels * s.impl->nr * d.dim_qk;
     }
     // Split keys: each split sequence's chunk rows and lse; with sinks, one more part: the
     // sinks as a key set of their own, with no value (rows of zeros, lse = the head's sink),
@@ -226,7 +190,7 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
 // The tile of query rows [i0, i0 + rows) of (sequence, h), keys [key_begin, key_end).
 kernels::attention_tile forward_call::make_tile(int64_t seq, int64_t h, int64_t i0, int s) const {
     const sequence_plan &sp = plan_.sequences[size_t(seq)];
-    const int64_t b = sp.b, hk = h / group_, br = kt_.attention_br;
+    const int64_t b = sp.b, hk = h / group_, br = sp.impl->br, bc = sp.impl->bc;
     kernels::attention_tile t{};
     t.rows = sp.queries - i0 < br ? sp.queries - i0 : br;
     t.q = kernels::element_at(q_, d_.q_type, rows_.q_at(b, h, i0));
@@ -244,7 +208,7 @@ kernels::attention_tile forward_call::make_tile(int64_t seq, int64_t h, int64_t 
     t.visibility = visibility_[size_t(seq)];
     const kernels::key_range first = t.visibility.row(i0);
     const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
-    t.key_begin = first.lo / kt_.attention_bc * kt_.attention_bc;
+    t.key_begin = first.lo / bc * bc;
     t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
     t.first_row = i0;
     t.softcap = d_.softcap;
@@ -257,7 +221,7 @@ kernels::attention_tile forward_call::make_tile(int64_t seq, int64_t h, int64_t 
     }
     t.scratch = scratch_->data + s * slot_floats_;
     if (dropout_) {
-        uint32_t *keys = row_keys_.data() + s * br;
+        uint32_t *keys = row_keys_.data() + s * max_br_;
         for (int64_t r = 0; r < t.rows; ++r) keys[r] = dropout::row_key(d_.dropout_seed, b, h, i0 + r);
         t.dropout_keys = keys;
         t.dropout_threshold = dropout::threshold(d_.dropout_p);
@@ -279,7 +243,7 @@ kernels::attention_tile forward_call::make_unit_tile(int64_t seq, int64_t hk, in
     t.mask_ld = d_.mask_strides.head;
     t.rows_are_heads = true;  // every row is query 0: the same keys, its own head's terms
     if (dropout_) {
-        uint32_t *keys = row_keys_.data() + s * kt_.attention_br;
+        uint32_t *keys = row_keys_.data() + s * max_br_;
         for (int64_t r = 0; r < t.rows; ++r)
             keys[r] = dropout::row_key(d_.dropout_seed, sp.b, h0 + r, 0);
     }
@@ -293,38 +257,24 @@ void forward_call::run_pairs(const sdpa_task &task, int s) const {
     const int64_t b = sp.b, hk = task.hk;
     float *k_packed = packed_ + s * (plan_.max_head_k + plan_.max_head_v);
     float *v_padded = k_packed + plan_.max_head_k;
-    if (!sp.direct) {  // the sequence's keys only: past kv_len no row (nor page) is read
-        pack_head_k(kt_, sp.pairs, rows_.k_rows(k_, b, hk), 0, sp.keys, d_.dim_qk, sp.panels,
-                    k_packed);
-        const kernels::kv_rows v_head = rows_.v_rows(v_, b, hk);
-        if (sp.pairs)
-            kt_.attention_pack_v_bf16(v_head, 0, sp.keys, d_.dim_v, plan_.v_ld,
-                                      reinterpret_cast<uint16_t *>(v_padded));
-        else
-            kt_.attention_pad_v(v_head, 0, sp.keys, d_.dim_v, v_padded, plan_.v_ld);
+    const kernels::attention_impl &impl = *sp.impl;
+    if (impl.packs()) {  // the sequence's keys only: past kv_len no row (nor page) is read
+        impl.pack_k(rows_.k_rows(k_, b, hk), 0, sp.keys, d_.dim_qk, sp.panels, k_packed);
+        impl.pack_v(rows_.v_rows(v_, b, hk), 0, sp.keys, d_.dim_v, v_padded, plan_.v_ld);
     }
-    const int64_t br = kt_.attention_br;
+    const int64_t br = impl.br;
     for (int64_t pair = task.pair_begin; pair < task.pair_end; ++pair) {
         const int64_t ht = pair / sp.q_tiles, h = hk * group_ + ht * sp.head_rows;
         const int64_t i0 = (pair % sp.q_tiles) * br;
         const int64_t row0 = rows_.row(b, h, i0);
         kernels::attention_tile t = make_unit_tile(task.seq, hk, ht, i0, s);
-        if (!sp.direct) {
-            set_packed_k(t, sp.pairs, k_packed);
-            if (sp.pairs) {  // V as bf16 pair rows; t.v keeps the stored rows
-                t.v_pairs = reinterpret_cast<const uint16_t *>(v_padded);
-                t.v_pairs_ld = 2 * plan_.v_ld;
-            } else {
-                t.v = kernels::kv_rows{};
-                t.v.base = v_padded;
-                t.v.type = ATTN_DTYPE_F32;
-                t.v.ld = plan_.v_ld;
-                t.v_padded = true;
-            }
+        if (impl.packs()) {
+            impl.use_packed_k(t, k_packed);
+            impl.use_packed_v(t, v_padded, plan_.v_ld);
         }
         t.out = kernels::element_at(out_, d_.out_type, rows_.out_at(b, h, i0));
         t.out_ld = sp.head_rows > 1 ? d_.out.head : d_.out.seq;
-        t.lse = lse_all_ ? lse_all_ + row0 : slot_lse_.data() + s * br;
+        t.lse = lse_all_ ? lse_all_ + row0 : slot_lse_.data() + s * max_br_;
         if (stats_) {
             t.row_max = stats_->max + row0;
             t.row_sum = stats_->sum + row0;
@@ -335,9 +285,9 @@ void forward_call::run_pairs(const sdpa_task &task, int s) const {
             t.next_q = kernels::element_at(q_, d_.q_type, rows_.q_at(b, next_h, next_i0));
             t.next_q_rows = sp.queries - next_i0 < br ? sp.queries - next_i0 : br;
         }
-        run_tile(kt_, sp.pairs, t);
+        impl.forward_tile(t);
         if (d_.weights)  // dense only: row() is the dense [b, h, i] index
-            weights_tile(kt_, sp.pairs, t, d_.weights + row0 * d_.len_kv, d_.len_kv, true);
+            impl.weights_tile(t, d_.weights + row0 * d_.len_kv, d_.len_kv, true);
     }
 }
 
@@ -345,7 +295,7 @@ void forward_call::run_pairs(const sdpa_task &task, int s) const {
 void forward_call::run_chunk(const sdpa_task &task, int s) const {
     const sequence_plan &sp = plan_.sequences[size_t(task.seq)];
     const int64_t ht = task.pair_begin / sp.q_tiles;
-    const int64_t i0 = (task.pair_begin % sp.q_tiles) * kt_.attention_br;
+    const int64_t i0 = (task.pair_begin % sp.q_tiles) * sp.impl->br;
     kernels::attention_tile t = make_unit_tile(task.seq, task.hk, ht, i0, s);
     const int64_t h = task.hk * group_ + ht * sp.head_rows;
     const int64_t r0 = h * sp.queries + i0;  // the sequence's part rows, dim_v apart
@@ -359,23 +309,21 @@ void forward_call::run_chunk(const sdpa_task &task, int s) const {
     t.out_ld = d_.dim_v;
     t.lse = part_lse(sp, task.chunk) + r0;
     if (sp.prepacked)
-        set_packed_k(t, sp.pairs,
-                     packed_heads_->get() + packed_at_[size_t(task.seq)] +
-                         task.hk * sp.panels * kt_.attention_nr * d_.dim_qk);
-    run_tile(kt_, sp.pairs, t);
+        sp.impl->use_packed_k(t, packed_heads_->get() + packed_at_[size_t(task.seq)] +
+                                     task.hk * sp.panels * sp.impl->nr * d_.dim_qk);
+    sp.impl->forward_tile(t);
 }
 
 // Packs key chunk `chunk` of one head of a prepacked split sequence.
 void forward_call::pack_chunk(const sdpa_task &task) const {
     const sequence_plan &sp = plan_.sequences[size_t(task.seq)];
-    const int64_t nr = kt_.attention_nr, begin = task.chunk * sp.chunk_keys;
+    const kernels::attention_impl &impl = *sp.impl;
+    const int64_t nr = impl.nr, begin = task.chunk * sp.chunk_keys;
     const int64_t keys = std::min(sp.chunk_keys, sp.keys - begin);
-    // A key's share of a packed K panel, in floats: dim_qk f32, or dim_qk / 2 bf16 pairs.
-    const int64_t row_floats = sp.pairs ? (d_.dim_qk + 1) / 2 : d_.dim_qk;
-    pack_head_k(kt_, sp.pairs, rows_.k_rows(k_, sp.b, task.hk), begin, sp.keys, d_.dim_qk,
-                ceil_div(keys, nr),
+    impl.pack_k(rows_.k_rows(k_, sp.b, task.hk), begin, sp.keys, d_.dim_qk, ceil_div(keys, nr),
                 packed_heads_->get() + packed_at_[size_t(task.seq)] +
-                    task.hk * sp.panels * nr * d_.dim_qk + begin / nr * nr * row_floats);
+                    task.hk * sp.panels * nr * d_.dim_qk +
+                    begin / nr * nr * impl.k_floats_per_key(d_.dim_qk));
 }
 
 // Merges the key chunks of rows [i0, i0 + rows) of (sequence, h) in chunk order (a 16-bit out
@@ -416,16 +364,18 @@ void forward_call::finish() const {
                     d_.lse[rows_.lse_at(sp.b, h, i)] = lse_all_[rows_.row(sp.b, h, i)];
     }
     if (!d_.weights) return;  // dense only (no q_start, no kv_start)
+    // dense: every sequence has len_q rows, so all take the same entry
     const std::vector<int64_t> &split = split_seqs_;
-    const int64_t q_tiles = ceil_div(d_.len_q, kt_.attention_br);
+    if (split.empty()) return;
+    const kernels::attention_impl &impl = *plan_.sequences[size_t(split[0])].impl;
+    const int64_t q_tiles = ceil_div(d_.len_q, impl.br);
     parallel_tasks(ex_, int64_t(split.size()) * d_.heads_q * q_tiles, [&](int64_t task) {
         const int64_t seq = split[size_t(task / (d_.heads_q * q_tiles))];
-        const int64_t h = (task / q_tiles) % d_.heads_q, i0 = (task % q_tiles) * kt_.attention_br;
+        const int64_t h = (task / q_tiles) % d_.heads_q, i0 = (task % q_tiles) * impl.br;
         kernels::attention_tile t = make_tile(seq, h, i0, worker_slot(ex_));
         const int64_t row0 = rows_.row(plan_.sequences[size_t(seq)].b, h, i0);
         t.lse = lse_all_ + row0;
-        weights_tile(kt_, plan_.sequences[size_t(seq)].pairs, t, d_.weights + row0 * d_.len_kv,
-                     d_.len_kv, false);
+        impl.weights_tile(t, d_.weights + row0 * d_.len_kv, d_.len_kv, false);
     });
 }
 

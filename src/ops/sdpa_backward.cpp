@@ -248,14 +248,46 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
     }
 }
 
-// Packed sequences (q_start, kv_start), each with its own counts and alignment, take the
-// composed backward, which addresses every row through core/seq_rows.hpp.
-bool needs_composed(const attn_sdpa_desc &d) { return d.q_start || d.kv_start; }
-
 }  // namespace
 
 void set_backward_composed(bool composed) { composed_flag().store(composed ? 1 : 0); }
 bool backward_composed() { return composed_flag().load() != 0; }
+
+namespace {
+
+void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
+                    const float *q, const float *k, const float *v, const float *out,
+                    const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                    const row_stats *stats);
+
+void composed_backward(const exec &ex, const kernels::kernel_table *, const attn_sdpa_desc &d,
+                       const float *q, const float *k, const float *v, const float *out,
+                       const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                       const row_stats *) {
+    sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
+}
+
+// The backward implementations, tried in order; the last takes every call.
+struct backward_impl {
+    const char *name;
+    bool (*takes)(const attn_sdpa_desc &d);
+    void (*run)(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
+                const float *q, const float *k, const float *v, const float *out,
+                const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                const row_stats *stats);
+};
+
+const backward_impl backward_impls[] = {
+    // fused: dense batches (it addresses rows as [batch, head, row]); packed sequences
+    // (q_start, kv_start), each with its own counts and alignment, go on to the composed
+    // backward, which addresses every row through core/seq_rows.hpp. The switch of
+    // backward_switch.hpp sends every call there, for comparison.
+    {"fused", [](const attn_sdpa_desc &d) { return !backward_composed() && !d.q_start && !d.kv_start; },
+     &fused_backward},
+    {"composed", [](const attn_sdpa_desc &) { return true; }, &composed_backward},
+};
+
+}  // namespace
 
 void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
                    const float *v, const float *out, const float *dout, const float *lse,
@@ -265,10 +297,20 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
         return;
     }
-    if (backward_composed() || needs_composed(d)) {
-        sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
-        return;
-    }
+    for (const backward_impl &impl : backward_impls)
+        if (impl.takes(d)) {
+            impl.run(ex, kt, d, q, k, v, out, dout, lse, dq, dk, dv, stats);
+            return;
+        }
+}
+
+namespace {
+
+// The fused backward (this file's header): steps 1, 2 and 3.
+void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
+                    const float *q, const float *k, const float *v, const float *out,
+                    const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                    const row_stats *stats) {
     const int64_t bk = kt->attention_backward_bk;
     const bool dropout = d.dropout_p > 0.0f;
     const int64_t rows_total = d.batch * d.heads_q * d.len_q;
@@ -337,5 +379,7 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
             d.dsinks[h] = static_cast<float>(sum);
         }
 }
+
+}  // namespace
 
 }  // namespace attn::ops

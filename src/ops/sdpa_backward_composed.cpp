@@ -135,6 +135,36 @@ void block_gradients(const kernels::kernel_table *kt, const seq_rows &seqs, cons
 
 }
 
+// Row j of kv head hk of sequence b in the gathered dK and dV: [heads_kv, K_b] blocks of each
+// sequence, in sequence order.
+int64_t key_block_row(const seq_rows &seqs, int64_t b, int64_t hk, int64_t j) {
+    return seqs.key_row0(b) * seqs.desc().heads_kv + hk * seqs.keys(b) + j;
+}
+
+// Every gradient is complete: only now are dq, dk, dv (and dsinks, summed over the batch in
+// order) written, from the gathered rows to the caller's layout.
+void write_gradients(const exec &ex, const seq_rows &seqs, const std::vector<float> &dsink_parts,
+                     const std::vector<float> &dq_all, const std::vector<float> &dk_all,
+                     const std::vector<float> &dv_all, float *dq, float *dk, float *dv) {
+    const attn_sdpa_desc &d = seqs.desc();
+    if (d.dsinks)
+        for (int64_t h = 0; h < d.heads_q; ++h) {
+            float sum = 0.0f;
+            for (int64_t b = 0; b < d.batch; ++b) sum += dsink_parts[size_t(b * d.heads_q + h)];
+            d.dsinks[h] = sum;
+        }
+    auto key_row = [&](int64_t b, int64_t hk, int64_t j) { return key_block_row(seqs, b, hk, j); };
+    auto queries = [&](int64_t b) { return seqs.queries(b); };
+    auto keys = [&](int64_t b) { return seqs.keys(b); };
+    auto q_row = [&](int64_t b, int64_t h, int64_t i) { return seqs.row(b, h, i); };
+    auto q_at = [&](int64_t b, int64_t h, int64_t i) { return seqs.q_at(b, h, i); };
+    auto k_at = [&](int64_t b, int64_t hk, int64_t j) { return seqs.k_at(b, hk, j); };
+    auto v_at = [&](int64_t b, int64_t hk, int64_t j) { return seqs.v_at(b, hk, j); };
+    copy_rows(ex, dq_all.data(), dq, d.batch, d.heads_q, d.dim_qk, q_row, q_at, queries);
+    copy_rows(ex, dk_all.data(), dk, d.batch, d.heads_kv, d.dim_qk, key_row, k_at, keys);
+    copy_rows(ex, dv_all.data(), dv, d.batch, d.heads_kv, d.dim_v, key_row, v_at, keys);
+}
+
 }  // namespace
 
 void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float *q,
@@ -159,9 +189,7 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
     std::vector<float> dq_all(size_t(seqs.rows_total() * d.dim_qk), 0.0f);
     std::vector<float> dk_all(size_t(d.heads_kv * seqs.key_rows_total() * d.dim_qk), 0.0f);
     std::vector<float> dv_all(size_t(d.heads_kv * seqs.key_rows_total() * d.dim_v), 0.0f);
-    auto key_row = [&](int64_t b, int64_t hk, int64_t j) {
-        return seqs.key_row0(b) * d.heads_kv + hk * seqs.keys(b) + j;
-    };
+    auto key_row = [&](int64_t b, int64_t hk, int64_t j) { return key_block_row(seqs, b, hk, j); };
     // With at least as many heads as threads, the heads run in parallel and each GEMM on its
     // head's thread; with fewer, the heads run one after the other and each GEMM uses every
     // thread. Either way every GEMM computes the same bits.
@@ -222,22 +250,7 @@ void sdpa_backward_composed(const exec &ex, const attn_sdpa_desc &d, const float
     else
         for (int64_t head = 0; head < heads; ++head) head_backward(head, 0);
 
-    // Every gradient is complete: only now are dq, dk, dv (and dsinks) written.
-    if (d.dsinks)
-        for (int64_t h = 0; h < d.heads_q; ++h) {
-            float sum = 0.0f;
-            for (int64_t b = 0; b < d.batch; ++b) sum += dsink_parts[size_t(b * d.heads_q + h)];
-            d.dsinks[h] = sum;
-        }
-    auto queries = [&](int64_t b) { return seqs.queries(b); };
-    auto keys = [&](int64_t b) { return seqs.keys(b); };
-    auto q_row = [&](int64_t b, int64_t h, int64_t i) { return seqs.row(b, h, i); };
-    auto q_at = [&](int64_t b, int64_t h, int64_t i) { return seqs.q_at(b, h, i); };
-    auto k_at = [&](int64_t b, int64_t hk, int64_t j) { return seqs.k_at(b, hk, j); };
-    auto v_at = [&](int64_t b, int64_t hk, int64_t j) { return seqs.v_at(b, hk, j); };
-    copy_rows(ex, dq_all.data(), dq, d.batch, d.heads_q, d.dim_qk, q_row, q_at, queries);
-    copy_rows(ex, dk_all.data(), dk, d.batch, d.heads_kv, d.dim_qk, key_row, k_at, keys);
-    copy_rows(ex, dv_all.data(), dv, d.batch, d.heads_kv, d.dim_v, key_row, v_at, keys);
+    write_gradients(ex, seqs, dsink_parts, dq_all, dk_all, dv_all, dq, dk, dv);
 }
 
 }  // namespace attn::ops

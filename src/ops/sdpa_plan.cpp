@@ -24,26 +24,24 @@ sequence_plan plan_sequence(const core::seq_rows &rows, int64_t b, const plan_ke
     s.queries = rows.queries(b);
     s.keys = rows.visible_keys(b);
     const int64_t group = d.heads_q / d.heads_kv;
-    s.q_tiles = ceil_div(s.queries, k.br);
+    s.impl = &k.impls->choose(s.queries, k.pair_products);
+    const int64_t br = s.impl->br, bc = s.impl->bc;
+    s.q_tiles = ceil_div(s.queries, br);
     s.head_rows = s.queries == 1 && group > 1 ? std::min(group, kernels::attention_direct_rows) : 1;
     s.head_tiles = ceil_div(group, s.head_rows);
-    s.panels = ceil_div(s.keys, k.nr);
-    s.direct = s.queries <= kernels::attention_direct_rows;
-    // bf16 pairs for more rows than the decode kernel takes (it reads K and V once, in place,
-    // with exact products: bound by memory, not by the products).
-    s.pairs = k.pair_products && !s.direct;
-    // Split keys at multiples of a chunk that depends on the kernels' block only.
-    const int64_t chunk = ceil_div(split_chunk_min_keys, k.bc) * k.bc;
+    s.panels = ceil_div(s.keys, s.impl->nr);
+    // Split keys at multiples of a chunk that depends on the entry's block only.
+    const int64_t chunk = ceil_div(split_chunk_min_keys, bc) * bc;
     s.chunks = 1;
-    s.chunk_keys = std::max<int64_t>(ceil_div(s.keys, k.bc) * k.bc, k.bc);
+    s.chunk_keys = std::max<int64_t>(ceil_div(s.keys, bc) * bc, bc);
     if (d.heads_kv * s.head_tiles * s.q_tiles < split_below_tiles && s.keys >= 2 * chunk) {
         s.chunk_keys = chunk;
         s.chunks = ceil_div(s.keys, chunk);
     }
     // Split with whole query tiles: the head's K packed once, shared by all its tiles, when
     // that copy is not too big (else each tile packs its own keys).
-    s.prepacked = s.chunks > 1 && !s.direct &&
-                  d.heads_kv * s.panels * k.nr * d.dim_qk <= max_packed_heads_floats;
+    s.prepacked = s.chunks > 1 && s.impl->packs() &&
+                  d.heads_kv * s.panels * s.impl->nr * d.dim_qk <= max_packed_heads_floats;
     return s;
 }
 
@@ -54,20 +52,21 @@ double tile_cost(int64_t rows, int64_t keys, const attn_sdpa_desc &d) {
 }
 
 // Visible keys [lo, hi) of the rows of pair `pair` of sequence s, within chunk c.
-void pair_keys(const sequence_plan &s, const kernels::key_visibility &vis, const plan_kernels &k,
-               int64_t group, int64_t pair, int64_t c, int64_t &lo, int64_t &hi, int64_t &rows) {
-    const int64_t ht = pair / s.q_tiles, i0 = (pair % s.q_tiles) * k.br;
+void pair_keys(const sequence_plan &s, const kernels::key_visibility &vis, int64_t group,
+               int64_t pair, int64_t c, int64_t &lo, int64_t &hi, int64_t &rows) {
+    const int64_t br = s.impl->br, bc = s.impl->bc;
+    const int64_t ht = pair / s.q_tiles, i0 = (pair % s.q_tiles) * br;
     rows = s.head_rows > 1 ? std::min(s.head_rows, group - ht * s.head_rows)
-                           : std::min(k.br, s.queries - i0);
+                           : std::min(br, s.queries - i0);
     const int64_t last = s.head_rows > 1 ? i0 : i0 + rows - 1;
-    lo = vis.row(i0).lo / k.bc * k.bc;
+    lo = vis.row(i0).lo / bc * bc;
     hi = std::max(vis.row(last).hi, lo);
     lo = std::max(lo, c * s.chunk_keys);
     hi = std::min(hi, (c + 1) * s.chunk_keys);
     if (hi < lo) hi = lo;
 }
 
-void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, const plan_kernels &k, int slots) {
+void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, int slots) {
     const attn_sdpa_desc &d = rows.desc();
     // Every (pair, chunk) of every sequence as a cost first: the target size of a task of
     // non-split pairs is a share of the whole call (tasks_per_slot a slot), so long sequences are cut
@@ -82,7 +81,7 @@ void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, const plan_kernels &
         for (int64_t p = 0; p < pairs; ++p)
             for (int64_t c = 0; c < s.chunks; ++c) {
                 int64_t lo, hi, r;
-                pair_keys(s, vis, k, d.heads_q / d.heads_kv, p, c, lo, hi, r);
+                pair_keys(s, vis, d.heads_q / d.heads_kv, p, c, lo, hi, r);
                 pair_cost[si][size_t(p * s.chunks + c)] = tile_cost(r, hi - lo, d);
                 total += pair_cost[si][size_t(p * s.chunks + c)] * double(d.heads_kv);
             }
@@ -91,7 +90,7 @@ void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, const plan_kernels &
     for (size_t si = 0; si < plan.sequences.size(); ++si) {
         const sequence_plan &s = plan.sequences[si];
         const int64_t pairs = s.head_tiles * s.q_tiles;
-        const double pack = s.direct || s.chunks > 1
+        const double pack = !s.impl->packs() || s.chunks > 1
                                 ? 0.0
                                 : double(s.keys) * double(d.dim_qk + d.dim_v);
         for (int64_t hk = 0; hk < d.heads_kv; ++hk) {
@@ -148,15 +147,15 @@ sdpa_plan plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots) {
                         plan.pack_tasks.push_back(sdpa_task{
                             si, hk, 0, 0, c,
                             double(std::min(s.chunk_keys, s.keys - c * s.chunk_keys) * d.dim_qk)});
-                plan.packed_k_floats += d.heads_kv * s.panels * k.nr * d.dim_qk;
+                plan.packed_k_floats += d.heads_kv * s.panels * s.impl->nr * d.dim_qk;
             }
-        } else if (!s.direct) {
-            plan.max_head_k = std::max(plan.max_head_k, s.panels * k.nr * d.dim_qk);
+        } else if (s.impl->packs()) {
+            plan.max_head_k = std::max(plan.max_head_k, s.panels * s.impl->nr * d.dim_qk);
             plan.max_head_v = std::max(plan.max_head_v, s.keys * plan.v_ld);
         }
         plan.sequences.push_back(s);
     }
-    add_tasks(plan, rows, k, slots);
+    add_tasks(plan, rows, slots);
     return plan;
 }
 

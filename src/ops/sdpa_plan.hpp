@@ -1,5 +1,5 @@
 // The plan of a forward attention call: how each sequence is cut into tiles and key chunks,
-// which kernel computes it, and the list of tasks the driver (sdpa.cpp) runs. A function of
+// which implementation computes it, and the list of tasks the driver (sdpa.cpp) runs. A function of
 // the desc, the kernels' blocks and the number of worker slots, with no side effects, so that
 // a tool can print it and tests can check it.
 //
@@ -16,13 +16,14 @@
 #include <vector>
 
 #include "attn/attn.h"
+#include "kernels/attention_impl.hpp"
 
 namespace attn::ops {
 
-// What the plan needs of the kernels: their blocks, and whether bf16-pair products may be
-// used for this call's types and fpmath (the ISA has them and the rule allows them).
+// What the plan needs of the kernels: the ISA's attention implementations (best first), its
+// vector width, and whether bf16-pair products may be used for this call's types and fpmath.
 struct plan_kernels {
-    int64_t br, bc, nr;
+    const kernels::attention_impl_list *impls;
     int64_t vector_floats;
     bool pair_products;
 };
@@ -41,9 +42,10 @@ struct sequence_plan {
     // group (its rows), so K and V are read once for them; head_tiles such tiles a group.
     int64_t head_rows, head_tiles, q_tiles;
     int64_t chunks, chunk_keys;  // chunks == 1: no split (chunk_keys covers every key)
-    int64_t panels;              // K panels of nr keys covering the visible keys
-    bool pairs;                  // scores (and P V) from bf16 pairs
-    bool direct;                 // a few query rows: K and V read in place (no packing)
+    int64_t panels;              // K panels of the entry's nr keys covering the visible keys
+    // The implementation that computes it: the first of the list that takes it; its tiles
+    // (br, bc, nr) cut the sequence. Entries that pack nothing read K and V in place.
+    const kernels::attention_impl *impl;
     bool prepacked;              // split: K packed once per head before the tiles run
     int64_t part_floats0;        // split: offset of its chunk parts in the parts buffer
 };

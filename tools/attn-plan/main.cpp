@@ -107,7 +107,7 @@ void print_plan(const attn::ops::sdpa_plan &plan, bool all_tasks) {
         std::printf("%-5lld %-6lld %-7lld %-6lld %-7lld %-7lld %-11s %lld\n", (long long)s.b,
                     (long long)s.queries, (long long)s.keys, (long long)(s.head_tiles * s.q_tiles),
                     (long long)s.chunks, (long long)s.chunk_keys,
-                    s.direct ? "decode" : (s.pairs ? "bf16 pairs" : "f32 tiles"), tasks);
+                    s.impl->name, tasks);
     }
     std::printf("phases: %zu pack tasks, %zu tile tasks, %zu merge tasks\n",
                 plan.pack_tasks.size(), plan.tasks.size(), plan.merges.size());
@@ -160,9 +160,7 @@ int main(int argc, char **argv) {
     const attn::kernels::kernel_table *kt = attn::kernels::kernel_table_for(isa);
     if (!kt) return usage();
     const call_shape c = serving ? serving_call(v) : dense_call(v, causal);
-    const attn::ops::plan_kernels k{kt->attention_br, kt->attention_bc, kt->attention_nr,
-                                    kt->vector_floats,
-                                    bf16 && kt->attention_forward_tile_bf16 != nullptr};
+    const attn::ops::plan_kernels k{&kt->attention_impls, kt->vector_floats, bf16};
     std::printf("%s\n", c.what.c_str());
     print_plan(attn::ops::plan_sdpa(c.d, k, 64), all_tasks);
     std::printf("threads  efficiency (list-scheduling bound: work / (threads x makespan))\n");

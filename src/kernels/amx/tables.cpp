@@ -25,10 +25,13 @@ void set_tile_kernels(kernel_table &t) {
     t.gemm_pack_a_tiles = &amx::gemm_pack_a_tiles<arch>;
     t.gemm_pack_b_tiles = &amx::gemm_pack_b_tiles<arch>;
     t.gemm_block_kernel_tiles = &amx::gemm_block_kernel_tiles<arch, Tiles>;
-    // the bf16-pair attention tiles on AMX; K and V keep the pair path's packing (its
-    // layouts are the tiles' operands), so the driver's scratch and offsets stand
-    t.attention_forward_tile_bf16 = &amx::attention_forward_tile_amx<arch, Tiles>;
-    t.attention_weights_tile_bf16 = &amx::attention_weights_tile_amx<arch, Tiles>;
+    // the bf16-pair attention tiles on AMX, in the bf16_pairs entry's place: K and V keep the
+    // pair path's packing (its layouts are the tiles' operands), blocks and scratch
+    attention_impl *pairs = t.attention_impls.find("bf16_pairs");
+    if (pairs == nullptr) pairs = t.attention_impls.find("amx_tiles");  // amx_emulated's copy
+    pairs->name = "amx_tiles";
+    pairs->forward_tile = &amx::attention_forward_tile_amx<arch, Tiles>;
+    pairs->weights_tile = &amx::attention_weights_tile_amx<arch, Tiles>;
 }
 
 }  // namespace

@@ -27,11 +27,8 @@ const kernel_table *kernel_table_avx512_bf16() {
         t.gemm_pack_a_bf16 = &gemm_pack_a_bf16<arch>;
         t.gemm_pack_b_bf16 = &gemm_pack_b_bf16<arch>;
         t.gemm_micro_kernel_bf16 = &gemm_micro_kernel_bf16<arch>;
-        // attention with bf16-pair products (attention_bf16.hpp)
-        t.attention_pack_k_bf16 = &attention_pack_k_bf16<arch>;
-        t.attention_pack_v_bf16 = &attention_pack_v_bf16<arch>;
-        t.attention_forward_tile_bf16 = &attention_forward_tile_bf16<arch>;
-        t.attention_weights_tile_bf16 = &attention_weights_tile_bf16<arch>;
+        // attention with bf16-pair products (attention_bf16.hpp), tried before the f32 tiles
+        t.attention_impls.insert_before("f32_tiles", attention_bf16_pairs_entry<arch>());
         return t;
     }();
     return &table;

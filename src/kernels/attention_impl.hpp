@@ -1,0 +1,105 @@
+// The list of forward attention implementations. Each ISA's kernel table holds its entries,
+// best first; the plan (ops/sdpa_plan.hpp) gives each sequence of a call the first entry that
+// takes it, and the driver (ops/sdpa.cpp) packs K and V and runs the tiles through that entry
+// alone: the layouts an entry packs (f32 panels, bf16 pairs, ...) are its own business. A new
+// kind of attention kernel is an entry here and a line in the tables of the levels that have
+// it. Plain data, no xsimd: the drivers read it, the tables fill it.
+//
+// Today's entries, in the order they are tried:
+//   decode      a few query rows (or a grouped-query decoding step): K and V read in place,
+//               widened (and dequantized) in registers, nothing packed (attention_decode.hpp);
+//   amx_tiles   the amx levels, when bf16 products are allowed: S and P V on AMX tiles, K and V
+//               in the bf16-pair layout (amx/attention_amx.hpp);
+//   bf16_pairs  the avx512_bf16 level, when bf16 products are allowed: VDPBF16PS over pairs
+//               of keys (attention_bf16.hpp);
+//   f32_tiles   every level: K in f32 panels, V rows padded (attention.hpp).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/kv_rows.hpp"
+
+namespace attn::kernels {
+
+struct attention_tile;  // attention_args.hpp
+
+struct attention_impl {
+    const char *name;
+    // The sequences it takes: at most max_queries query rows (0: any number); when
+    // pair_products, only in calls whose types and fpmath allow bf16 products (q and K in
+    // bf16, or ATTN_FPMATH_BF16).
+    int64_t max_queries;
+    bool pair_products;
+    // Its tiles: query rows and keys per tile, keys per packed K panel, and the scratch of one
+    // tile (64-byte aligned floats).
+    int br, bc, nr;
+    int64_t (*scratch_floats)(int64_t dim_qk, int64_t dim_v);
+    // Packing once per head (pack_k null: K and V are read where they live):
+    //   pack_k: K rows first .. keys_end - 1 into `panels` panels of nr keys, from `packed`
+    //     on, k_floats_per_key(dim_qk) floats a key;
+    //   pack_v: V rows first .. first + keys - 1 into rows of ld floats (ld >= dim_v);
+    //   use_packed_k / use_packed_v: point a tile at them (use_packed_k: at the panel that
+    //     holds key 0 of the tile's key axis).
+    int64_t (*k_floats_per_key)(int64_t dim_qk);
+    void (*pack_k)(const core::kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
+                   int64_t panels, float *packed);
+    void (*pack_v)(const core::kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
+                   float *packed, int64_t ld);
+    void (*use_packed_k)(attention_tile &t, const float *packed);
+    void (*use_packed_v)(attention_tile &t, const float *packed, int64_t ld);
+    // The tile (attention_args.hpp's contract), and the weights of its rows.
+    void (*forward_tile)(const attention_tile &t);
+    void (*weights_tile)(const attention_tile &t, float *weights, int64_t weights_ld,
+                         bool after_forward);
+
+    bool packs() const { return pack_k != nullptr; }
+    bool takes(int64_t queries, bool pair_products_allowed) const {
+        return (max_queries == 0 || queries <= max_queries) &&
+               (!pair_products || pair_products_allowed);
+    }
+};
+
+// An ISA's entries, best first; the last one takes every sequence.
+struct attention_impl_list {
+    static constexpr int capacity = 4;
+    attention_impl entries[capacity];
+    int count;
+
+    // The first entry that takes a sequence of `queries` query rows.
+    const attention_impl &choose(int64_t queries, bool pair_products_allowed) const {
+        for (int i = 0; i + 1 < count; ++i)
+            if (entries[i].takes(queries, pair_products_allowed)) return entries[i];
+        return entries[count - 1];
+    }
+    // The entry called `name`, or null.
+    attention_impl *find(const char *name) {
+        for (int i = 0; i < count; ++i)
+            if (std::strcmp(entries[i].name, name) == 0) return &entries[i];
+        return nullptr;
+    }
+    void append(const attention_impl &e) { entries[count++] = e; }
+    // e before the entry called `name` (which must be there).
+    void insert_before(const char *name, const attention_impl &e) {
+        int at = int(find(name) - entries);
+        for (int i = count; i > at; --i) entries[i] = entries[i - 1];
+        entries[at] = e;
+        ++count;
+    }
+    // The largest tile scratch and tile of any entry (the driver's per-worker slots).
+    int64_t max_scratch_floats(int64_t dim_qk, int64_t dim_v) const {
+        int64_t m = 0;
+        for (int i = 0; i < count; ++i) {
+            const int64_t s = entries[i].scratch_floats(dim_qk, dim_v);
+            m = s > m ? s : m;
+        }
+        return m;
+    }
+    int max_br() const {
+        int m = 0;
+        for (int i = 0; i < count; ++i) m = entries[i].br > m ? entries[i].br : m;
+        return m;
+    }
+};
+
+}  // namespace attn::kernels
