@@ -4,7 +4,8 @@
   bench_report.py summary BUILD/bench/attn_bench
       A short run over a few shapes per op; prints reference vs SIMD (best ISA),
       1 thread vs N threads, and attn vs oneDNN (the strongest peer) and OpenBLAS where
-      present, at 1 and N threads.
+      present, at 1 and N threads; decoding per KV cache type (f32, bf16, I8, I4) against
+      the machine's read bandwidth; the best GEMM and prefill attention against the FMA peak.
   bench_report.py charts BUILD/bench/attn_bench --out docs/charts [--json FILE]
       The full benchmark set (or a saved JSON run); writes PNG charts next to
       docs/performance.md with the tables of that one run.
@@ -32,6 +33,12 @@ REFERENCE, SIMD = "ref", "simd"
 # The peers, strongest first: oneDNN (f32 and bf16 GEMM near the FMA peak), then OpenBLAS.
 PEER_ORDER = ["onednn", "onednn_bf16", "openblas"]
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+# The summary's decode table: one decoding step (H32 over 8 KV heads, 4096 keys, D128) per KV
+# cache type, as (type, op, shape) of bench_decode.cpp and bench_decode_quantized.cpp.
+DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
+                   ("bf16", "decode_quantized", "H32_KV8_Lk4096_D128_bf16"),
+                   ("I8, scale per row", "decode_quantized", "H32_KV8_Lk4096_D128_I8_row"),
+                   ("I4, scale per 32", "decode_quantized", "H32_KV8_Lk4096_D128_I4_g32")]
 # Suffixes Google Benchmark appends to a name (UseRealTime(), MinTime(), ...).
 NAME_SUFFIX = re.compile(r"^(real_time|process_time|manual_time|min_time:.*|iterations:.*|"
                          r"repeats:.*|min_warmup_time:.*)$")
@@ -128,6 +135,12 @@ def shape_size(shape):
     return (size, shape)
 
 
+def is_prefill(shape):
+    """An attention shape with more than one query row (not a decoding step)."""
+    fields = shape_numbers(shape)
+    return not shape.startswith("decode") and fields.get("Lq", fields.get("L", 2)) > 1
+
+
 def shape_numbers(shape):
     """L and D of an attention shape such as H8_L2048_D64_causal (None when absent)."""
     fields = dict(re.findall(r"(?:^|_)([A-Za-z]+)(\d+)", shape))
@@ -183,19 +196,33 @@ def list_benchmarks(binary):
 
 def summary_filter(names, per_op):
     """A regex selecting a few shapes per op, plus the machine's yardsticks: the largest
-    shape that has a reference run (so simd/ref is measured), then shapes from the middle
-    of the sweep (big enough to be representative, small enough to finish quickly)."""
+    prefill shape that has a reference run (so simd/ref is measured), then shapes from the
+    middle of the sweep (big enough to be representative, small enough to finish quickly);
+    for the decode ops, the shapes of DECODE_PER_TYPE on their best ISA only."""
     by_op = {}
     for name in names:
         fake = Result({"name": name, "real_time": 0})
         by_op.setdefault(fake.op, {}).setdefault(fake.shape, set()).add(fake.impl)
     chosen = []
+    decode = {}  # op -> the decode table's shapes
+    for _, op, shape in DECODE_PER_TYPE:
+        decode.setdefault(op, []).append(shape)
     for op, shapes in sorted(by_op.items()):
         if op == "machine":
             chosen.append(re.escape(op) + "/")
             continue
+        if op in decode:  # only the decode table's shapes, on the best ISA that ran them
+            for shape in decode[op]:
+                isas = {r.isa for r in (Result({"name": n, "real_time": 0}) for n in names)
+                        if r.op == op and r.impl == SIMD and r.shape == shape}
+                ranked = [i for i in ISA_ORDER if i in isas]
+                if ranked:
+                    chosen.append(re.escape(f"{op}/{SIMD}/{ranked[-1]}/") + "threads:[0-9]+/" +
+                                  re.escape(shape) + "(/|$)")
+            continue
         ordered = sorted(shapes, key=shape_size)
-        with_ref = [s for s in ordered if REFERENCE in shapes[s]]
+        # a decoding step is no yardstick of the compute kernels: the peak table needs a prefill
+        with_ref = [s for s in ordered if REFERENCE in shapes[s] and is_prefill(s)]
         picks = with_ref[-1:]
         mid = len(ordered) // 2
         for s in ordered[mid:] + ordered[:mid][::-1]:
@@ -277,10 +304,35 @@ def peer_losses(run):
     return out
 
 
+def decode_rows(run):
+    """Decoding per KV cache type (DECODE_PER_TYPE): time, bytes read (values and scales), GB/s,
+    its fraction of the read bandwidth measured in the same run at 128 MiB
+    (machine/read_bw_decode, same ISA and threads), and the speed over the bf16 cache's."""
+    header = ["KV cache", "shape", "isa", "threads", "ms", "MiB read", "GB/s",
+              "read_bw_decode GB/s", "of read bw", "speed vs bf16"]
+    rows = []
+    for t in run.thread_counts():
+        bf16 = next((run.one(op=op, impl=SIMD, threads=t, shape=shape)
+                     for name, op, shape in DECODE_PER_TYPE if name == "bf16"), None)
+        for name, op, shape in DECODE_PER_TYPE:
+            r = run.one(op=op, impl=SIMD, threads=t, shape=shape)
+            if r is None or not r.gbps:
+                continue
+            bw = run.one(op="machine", impl="read_bw_decode", isa=r.isa, threads=t)
+            rows.append([name, "_".join(shape.split("_")[:4]), r.isa, str(t),
+                         fmt_ms(r), f"{r.gbps * 1e9 * r.seconds / 2 ** 20:.0f}", f"{r.gbps:.1f}",
+                         f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a",
+                         f"{r.gbps / bw.gbps:.2f}" if bw and bw.gbps else "n/a",
+                         fmt_ratio(r, bf16) if bf16 else "n/a"])
+    return header, rows
+
+
 def peak_rows(run):
-    """Measured FMA peak per ISA and thread count, and the best SIMD op's fraction of it."""
+    """Measured FMA peak per ISA and thread count, and the best SIMD op's fraction of it: the
+    best GEMM, and the best attention over prefill shapes only (a decoding step is bound by
+    memory, not by the FMA units: decode_rows judges it against the read bandwidth)."""
     header = ["isa", "threads", "FMA peak GFLOP/s", "1 GiB read GB/s", "1 GiB vs L3",
-              "best gemm GFLOP/s", "gemm/peak", "best sdpa GFLOP/s", "sdpa/peak"]
+              "best gemm GFLOP/s", "gemm/peak", "best sdpa prefill GFLOP/s", "sdpa/peak"]
     rows = []
     for isa in ISA_ORDER:
         for t in run.thread_counts():
@@ -293,7 +345,7 @@ def peak_rows(run):
             row = [isa, str(t), f"{peak:.1f}", f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a", where]
             for op in ("gemm", "sdpa"):
                 best = max((r.gflops for r in run.select(op=op, impl=SIMD, isa=isa, threads=t)
-                            if r.gflops), default=None)
+                            if r.gflops and (op != "sdpa" or is_prefill(r.shape))), default=None)
                 row += ["n/a", "n/a"] if best is None else [f"{best:.1f}", f"{best / peak:.0%}"]
             rows.append(row)
     return header, rows
@@ -379,7 +431,7 @@ def cmd_summary(args):
     if not run.results:
         sys.exit("bench_report: the run produced no benchmark results")
     print(text_table(*summary_rows(run)))
-    for header, rows in (peak_rows(run), other_rows(run)):
+    for header, rows in (decode_rows(run), peak_rows(run), other_rows(run)):
         if rows:
             print()
             print(text_table(header, rows))
@@ -443,6 +495,13 @@ def write_performance_md(run, md_path, charts, bench_cmd, source=None):
     if losses:
         lines += ["Where the strongest peer is faster than attn in this run (`attn/peer` below "
                   "1): " + "; ".join(losses) + ".", ""]
+    header, rows = decode_rows(run)
+    if rows:
+        lines += ["## Decoding per KV cache type", "",
+                  "One decoding step per KV cache type; `MiB read` counts the stored values "
+                  "and their scales, `of read bw` divides the GB/s by "
+                  "`machine/read_bw_decode` (a 128 MiB array summed, same ISA and threads).", "",
+                  markdown_table(header, rows), ""]
     header, rows = peak_rows(run)
     if rows:
         lines += ["## Against the measured FMA peak", "",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Command 1: build attn (Release, in build/), run the worked example of the source document
 # (build/tools/attn-demo) and a quick training run (build/tools/attn-train --quick), then print a short benchmark summary: scalar vs SIMD and
-# 1 thread vs all threads, measured now on this machine.
+# 1 thread vs all threads, decoding per KV cache type (f32, bf16, I8, I4) against the read
+# bandwidth, the best GEMM and prefill attention against the FMA peak, measured now on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -50,87 +50,89 @@ def quantize(x, dtype, group=0, zero_point=False, ctx=None):
 _KV_TYPES = {"i8": 3, "u8": 4, "i4": 5, "u4": 6, "fp8_e4m3": 7, "fp8_e5m2": 8}
 
 
-def _scale_view(s, B, H, L, groups, name):
-    """A float32 [B, H, L, groups] view of s (broadcast, strides 0 where it repeats), and its
-    strides in floats."""
+def kv_type(k, kv_dtype, scales):
+    """The quantized type name of a K/V cache given to sdpa, or None for a float cache.
+    kv_dtype None: int8 codes are "i8"; uint8 codes need kv_dtype (they may be any type)."""
+    if kv_dtype is None:
+        kd = np.asarray(k).dtype
+        if kd == np.int8:
+            return "i8"
+        if kd == np.uint8:
+            raise ValueError("uint8 k and v: give kv_dtype, one of %s" % sorted(_KV_TYPES))
+        if any(x is not None for x in scales):
+            raise ValueError("k_scale, v_scale, k_zero, v_zero need a quantized cache (kv_dtype)")
+        return None
+    if kv_dtype not in _KV_TYPES:
+        raise ValueError("kv_dtype = %r, must be one of %s" % (kv_dtype, sorted(_KV_TYPES)))
+    return kv_dtype
+
+
+def elements_per_byte(name):
+    return _QUANTIZED[name][1]
+
+
+def codes(a, name):
+    """The codes of a quantized k or v as uint8, without a copy (int8 codes are viewed)."""
+    a = np.asarray(a)
+    if a.dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
+        raise TypeError("%s: a quantized cache holds int8 or uint8 codes, got %s" % (name, a.dtype))
+    return a.view(np.uint8)
+
+
+def _scale_view(s, shape, layout, name):
+    """A float32 [B, H, L, groups] view of s, given broadcastable to shape in the cache's
+    layout (BSHD: [B, L, H, groups]), with strides 0 where it repeats; copied only when its
+    strides are not whole non-negative floats or its groups are not contiguous."""
     a = np.asarray(s, np.float32)
-    if not a.flags.c_contiguous and not any(st == 0 for st in a.strides):
-        a = np.ascontiguousarray(a)
     try:
-        a = np.broadcast_to(a, (B, H, L, groups))
+        a = np.broadcast_to(a, shape if layout == "bhsd" else (shape[0], shape[2], shape[1], shape[3]))
     except ValueError:
-        raise ValueError("%s must broadcast to [%d, %d, %d, %d], got %s"
-                         % (name, B, H, L, groups, np.shape(s)))
-    strides = tuple(st // 4 for st in a.strides)
-    if strides[3] != 1 and groups > 1:
+        raise ValueError("%s must broadcast to %s (%s), got %s"
+                         % (name, list(shape), layout.upper(), np.shape(s)))
+    if layout == "bshd":
+        a = a.transpose(0, 2, 1, 3)
+    st = a.strides
+    if any(x < 0 or x % 4 for x in st) or (shape[3] > 1 and st[3] != 4):
         a = np.ascontiguousarray(a)
-        strides = tuple(st // 4 for st in a.strides)
-    return a, strides
+    return a
 
 
-def sdpa_quantized(q, k, v, dtype, k_scale, v_scale=None, k_zero=None, v_zero=None,
-                   causal=False, scale=None, kv_len=None, return_lse=False, ctx=None):
-    """attn_sdpa over a quantized K/V cache, BHSD: out [B, Hq, Lq, Dv] (float32).
-
-    q: float32 [B, Hq, Lq, D]. k, v: the codes as quantize() returns them, [B, Hkv, Lk, D] and
-    [B, Hkv, Lk, Dv] (for "i4" and "u4" uint8 bytes [..., D // 2], [..., Dv // 2]). dtype: one
-    of "i8", "u8", "i4", "u4", "fp8_e4m3", "fp8_e5m2". k_scale, v_scale (and k_zero, v_zero):
-    float32 arrays broadcastable to [B, Hkv, Lk, groups] (groups scales per row, each for
-    D // groups elements): quantize()'s scales as they are, or e.g. [1, 1, 1, D] (per
-    channel), [1, Hkv, 1, 1] (per head), a scalar (per tensor); FP8 may pass None (scale 1).
-    An element stands for scale * (q - zero) (integers) or scale * fp8(q). causal, scale,
-    kv_len as for sdpa. Returns out, and lse [B, Hq, Lq] if return_lse."""
-    from ._sdpa import _causal, _set_layout
-    if dtype not in _KV_TYPES:
-        raise ValueError("sdpa_quantized: dtype = %r, must be one of %s" % (dtype, sorted(_KV_TYPES)))
-    per_byte = _QUANTIZED[dtype][1]
-    q = _tensors.prepare(np.asarray(q, np.float32), name="q")
-    k = np.ascontiguousarray(k).view(np.uint8)
-    v = np.ascontiguousarray(v).view(np.uint8)
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise ValueError("sdpa_quantized: q, k, v must be 4-D (BHSD)")
-    B, Hq, Lq, D = q.shape
-    _, Hkv, Lk, _ = k.shape
-    Dv = v.shape[3] * per_byte
-    if k.shape[0] != B or k.shape[3] * per_byte != D or v.shape[:3] != k.shape[:3]:
-        raise ValueError("sdpa_quantized: k must be [%d, heads_kv, len_kv, %d] codes and v share "
-                         "its first three dimensions" % (B, D // per_byte))
-    d = _lib.attn_sdpa_desc()
-    _lib.lib().attn_sdpa_desc_init(ctypes.byref(d), B, Hq, Lq, Lk, D)
-    d.heads_kv, d.dim_v, d.kv_type = Hkv, Dv, _KV_TYPES[dtype]
-    _set_layout(d.q, q)
-    d.k.batch, d.k.head, d.k.seq = Hkv * Lk * D, Lk * D, D
-    d.v.batch, d.v.head, d.v.seq = Hkv * Lk * Dv, Lk * Dv, Dv
-    if scale is not None:
-        d.scale = float(scale)
-    d.causal = _causal(causal)
-    keep = []
-    for side, dim, s, z in (("k", D, k_scale, k_zero), ("v", Dv, v_scale, v_zero)):
+def set_scales(d, keep, name, layout, k_scale, v_scale, k_zero, v_zero):
+    """The quantized cache's fields of descriptor d: kv_type, scales, zero points, their
+    strides and groups (groups = the scales' last dim; elements per scale = dim // groups)."""
+    d.kv_type = _KV_TYPES[name]
+    for side, dim, s, z in (("k", d.dim_qk, k_scale, k_zero), ("v", d.dim_v, v_scale, v_zero)):
         if s is None:
             if z is not None:
-                raise ValueError("sdpa_quantized: %s_zero without %s_scale" % (side, side))
-            continue
+                raise ValueError("%s_zero without %s_scale" % (side, side))
+            continue  # FP8 without scales: 1 (the library rejects it for the integer types)
         groups = np.shape(s)[-1] if np.ndim(s) else 1
-        sa, st = _scale_view(s, B, Hkv, Lk, groups, side + "_scale")
-        if z is not None:  # the zero points share the scales' layout: both dense
-            sa = np.ascontiguousarray(sa)
-            za = np.ascontiguousarray(_scale_view(z, B, Hkv, Lk, groups, side + "_zero")[0])
-            st = tuple(x // 4 for x in sa.strides)
+        if groups < 1 or dim % groups:
+            raise ValueError("%s_scale: %d groups do not divide the dim %d" % (side, groups, dim))
+        shape = (d.batch, d.heads_kv, d.len_kv, groups)
+        sa = _scale_view(s, shape, layout, side + "_scale")
+        if z is not None:  # the zero points share the scales' strides
+            za = _scale_view(z, shape, layout, side + "_zero")
+            if za.strides != sa.strides:
+                sa, za = np.ascontiguousarray(sa), np.ascontiguousarray(za)
             keep.append(za)
             setattr(d, side + "_zero", _tensors.ptr(za))
         keep.append(sa)
         setattr(d, side + "_scale", _tensors.ptr(sa))
         lay = getattr(d, side + "_scale_strides")
-        lay.batch, lay.head, lay.seq = st[0], st[1], st[2]
-        setattr(d, side + "_group", dim // groups if groups and dim % groups == 0 else -1)
-    if kv_len is not None:
-        kl = np.ascontiguousarray(kv_len, dtype=np.int32)
-        keep.append(kl)
-        d.kv_len = _tensors.ptr(kl)
-    out = np.empty((B, Hq, Lq, Dv), np.float32)
-    _set_layout(d.out, out)
-    lse = np.empty((B, Hq, Lq), np.float32) if return_lse else None
-    d.lse = _tensors.ptr(lse)
-    _lib.call("attn_sdpa", handle(ctx), ctypes.byref(d), _tensors.ptr(q), _tensors.ptr(k),
-              _tensors.ptr(v), _tensors.ptr(out))
-    return (out, lse) if return_lse else out
+        lay.batch, lay.head, lay.seq = (0 if n <= 1 else x // 4 for n, x in zip(shape, sa.strides[:3]))
+        setattr(d, side + "_group", dim // groups)
+
+
+def sdpa_quantized(q, k, v, dtype, k_scale, v_scale=None, k_zero=None, v_zero=None,
+                   causal=False, scale=None, kv_len=None, return_lse=False, ctx=None):
+    """attn.sdpa over a quantized K/V cache (kept for existing callers): the same as
+    sdpa(q, k, v, kv_dtype=dtype, k_scale=k_scale, v_scale=v_scale, k_zero=k_zero,
+    v_zero=v_zero, causal=causal, scale=scale, kv_len=kv_len, return_lse=return_lse, ctx=ctx)
+    with q as float32; see sdpa."""
+    from ._sdpa import sdpa
+    if dtype not in _KV_TYPES:
+        raise ValueError("sdpa_quantized: dtype = %r, must be one of %s" % (dtype, sorted(_KV_TYPES)))
+    return sdpa(np.asarray(q, np.float32), k, v, causal=causal, scale=scale, kv_len=kv_len,
+                return_lse=return_lse, ctx=ctx, kv_dtype=dtype, k_scale=k_scale,
+                v_scale=v_scale, k_zero=k_zero, v_zero=v_zero)

@@ -3,7 +3,7 @@ import ctypes
 
 import numpy as np
 
-from . import _lib, _tensors
+from . import _lib, _quantize, _tensors
 from ._context import handle
 
 # numpy dtype -> attn_dtype for the typed attn_sdpa (bf16 travels as uint16 bit patterns).
@@ -28,12 +28,15 @@ def _to_bhsd(a, layout, name):
     return a.transpose(0, 2, 1, 3) if layout == "bshd" else a
 
 
-def _set_layout(lay, a):
-    lay.batch, lay.head, lay.seq, _ = _tensors.elem_strides(a)
+def _set_layout(lay, a, per_byte=1):
+    """The layout of a's first three dims; per_byte 2: a holds bytes of two 4-bit elements."""
+    lay.batch, lay.head, lay.seq = (s * per_byte for s in _tensors.elem_strides(a)[:3])
 
 
-def _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p, dropout_seed, dtype):
-    """(desc, q, k, v, keep-alive list) with q, k, v as BHSD views the API can take."""
+def _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p, dropout_seed, dtype,
+          per_byte=1):
+    """(desc, q, k, v, keep-alive list) with q, k, v as BHSD views the API can take.
+    per_byte 2: k and v are bytes of a 4-bit cache, their last dim half the elements'."""
     if layout not in ("bhsd", "bshd"):
         raise ValueError("layout = %r, must be 'bhsd' or 'bshd'" % (layout,))
     q, k, v = (_to_bhsd(a, layout, n) for a, n in ((q, "q"), (k, "k"), (v, "v")))
@@ -42,15 +45,17 @@ def _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p, dropout_seed,
     v = _tensors.prepare(v, dtype[1], "v")
     B, Hq, Lq, D = q.shape
     _, Hkv, Lk, _ = k.shape
-    if k.shape[0] != B or k.shape[3] != D:
-        raise ValueError("k must be [%d, heads_kv, len_kv, %d] (BHSD), got %s" % (B, D, k.shape))
+    if k.shape[0] != B or k.shape[3] * per_byte != D:
+        raise ValueError("k must be [%d, heads_kv, len_kv, %d] (BHSD), got %s"
+                         % (B, D // per_byte, k.shape))
     if v.shape[:3] != k.shape[:3]:
         raise ValueError("v must be [%d, %d, %d, dim_v] (BHSD), got %s" % (k.shape[:3] + (v.shape,)))
     d = _lib.attn_sdpa_desc()
     _lib.lib().attn_sdpa_desc_init(ctypes.byref(d), B, Hq, Lq, Lk, D)
-    d.heads_kv, d.dim_v = Hkv, v.shape[3]
-    for lay, a in ((d.q, q), (d.k, k), (d.v, v)):
-        _set_layout(lay, a)
+    d.heads_kv, d.dim_v = Hkv, v.shape[3] * per_byte
+    _set_layout(d.q, q)
+    _set_layout(d.k, k, per_byte)
+    _set_layout(d.v, v, per_byte)
     if scale is not None:
         d.scale = float(scale)
     d.causal = _causal(causal)
@@ -150,7 +155,8 @@ def _sdpa_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, kv_len, dro
 def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.0,
          dropout_seed=0, return_lse=False, return_weights=False, layout="bhsd", ctx=None,
          out_dtype=None, window=(-1, -1), softcap=0.0, alibi_slopes=None, sinks=None,
-         cu_seqlens_q=None, cu_seqlens_k=None):
+         cu_seqlens_q=None, cu_seqlens_k=None, kv_dtype=None, k_scale=None, v_scale=None,
+         k_zero=None, v_zero=None):
     """out = softmax(scale * q @ k^T + mask) @ v per batch and head.
 
     layout "bhsd": q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], out [B, Hq, Lq, Dv];
@@ -175,8 +181,23 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
     b owning rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1; with cu_seqlens_k likewise k and
     v [total_k, Hkv, D]; each sequence aligned on its own counts (causal "bottom_right": query
     i sees keys j <= i + K_b - n_b). lse is then [total_q, Hq]. float32, no mask, no weights.
+    Quantized K/V caches (attn.quantize's output): k and v hold int8 or uint8 codes, kv_dtype
+    names their type ("i8", "u8", "i4", "u4", "fp8_e4m3", "fp8_e5m2"; int8 arrays default to
+    "i8"); for "i4" and "u4" their last dim is bytes, D // 2 and Dv // 2 (element 2c in the low
+    nibble of byte c). An element stands for scale * (code - zero) (integers) or
+    scale * fp8(code). k_scale, v_scale (and k_zero, v_zero): float32 arrays broadcastable to
+    [B, Hkv, Lk, groups] ([B, Lk, Hkv, groups] with layout "bshd"), `groups` scales per row
+    each for dim // groups elements: quantize()'s scales as they are, or [1, 1, 1, D] per
+    channel ([1, 1, 1, D // 2] for the 4-bit types, a scale per pair of channels),
+    [1, Hkv, 1, 1] per head, a scalar per tensor; FP8 may omit them (scale 1), the integer
+    types may not; zero points only for the integer types ("u8", "u4" need them). q may be
+    float32, float16 or bfloat16 (uint16), out float32 unless out_dtype. Every other option
+    works; not with cu_seqlens.
     """
+    qtype = _quantize.kv_type(k, kv_dtype, (k_scale, v_scale, k_zero, v_zero))
     if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        if qtype is not None:
+            raise ValueError("packed sequences (cu_seqlens) do not take a quantized K/V cache")
         if cu_seqlens_q is None:
             raise ValueError("cu_seqlens_k needs cu_seqlens_q")
         if mask is not None or return_weights or out_dtype not in (None, np.float32):
@@ -185,19 +206,30 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
                             dropout_p, dropout_seed, return_lse, ctx, window, softcap,
                             alibi_slopes, sinks)
     typed = _lib.has("attn_sdpa")
-    qd = np.asarray(q).dtype if typed else None
+    qd = np.asarray(q).dtype if typed or qtype else None
     kd = np.asarray(k).dtype if typed else None
-    if typed and qd in _TYPED and kd in _TYPED and (qd != np.float32 or kd != np.float32
-                                                    or out_dtype not in (None, np.float32)):
+    per_byte = 1
+    if qtype is not None:
+        if not typed:
+            raise ValueError("a quantized K/V cache needs attn_sdpa, which the loaded library "
+                             "(%s) does not export" % _lib.library_path())
+        k, v = _quantize.codes(k, "k"), _quantize.codes(v, "v")
+        per_byte = _quantize.elements_per_byte(qtype)
+        types = (qd if qd in _TYPED else _tensors.F32, np.dtype(np.uint8))
+        od = np.dtype(out_dtype if out_dtype is not None else types[0])
+    elif typed and qd in _TYPED and kd in _TYPED and (qd != np.float32 or kd != np.float32
+                                                      or out_dtype not in (None, np.float32)):
         types = (qd, kd)
         od = np.dtype(out_dtype if out_dtype is not None else qd)
-        if od not in _TYPED:
-            raise ValueError("out_dtype must be float32, float16 or uint16 (bf16)")
     else:
         types, od = (_tensors.F32, _tensors.F32), _tensors.F32
+    if od not in _TYPED:
+        raise ValueError("out_dtype must be float32, float16 or uint16 (bf16)")
     d, q, k, v, keep = _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p,
-                             dropout_seed, types)
+                             dropout_seed, types, per_byte)
     _set_features(d, keep, window, softcap, alibi_slopes, sinks)
+    if qtype is not None:
+        _quantize.set_scales(d, keep, qtype, layout, k_scale, v_scale, k_zero, v_zero)
     B, Hq, Lq, _ = q.shape
     out, out4 = _new_out(B, Hq, Lq, d.dim_v, layout, od)
     _set_layout(d.out, out4)
@@ -206,10 +238,12 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
     d.lse, d.weights = _tensors.ptr(lse), _tensors.ptr(w)
     args = (handle(ctx), ctypes.byref(d), _tensors.ptr(q), _tensors.ptr(k), _tensors.ptr(v),
             _tensors.ptr(out))
-    if types == (_tensors.F32, _tensors.F32) and od == _tensors.F32:
+    if qtype is None and types == (_tensors.F32, _tensors.F32) and od == _tensors.F32:
         _lib.call("attn_sdpa_f32", *args)
     else:
-        d.q_type, d.kv_type, d.out_type = _TYPED[types[0]], _TYPED[types[1]], _TYPED[od]
+        d.q_type, d.out_type = _TYPED[types[0]], _TYPED[od]
+        if qtype is None:
+            d.kv_type = _TYPED[types[1]]
         _lib.call("attn_sdpa", *args)
     res = (out,) + ((lse,) if return_lse else ()) + ((w,) if return_weights else ())
     return res[0] if len(res) == 1 else res

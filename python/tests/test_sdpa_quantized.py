@@ -1,12 +1,13 @@
-"""attn.sdpa_quantized against NumPy in float64: K and V quantized by attn.quantize (every type,
-per row, per group of 16, per channel as a broadcast [1, 1, 1, D] scale, with and without zero
-points), dequantized in float64 from the codes, attention computed in float64; the library's
-output within 1e-5 (relative to 1 + |want|: f32 sums over a few dozen keys of values of order 1)."""
+"""attn.sdpa (and its alias attn.sdpa_quantized) over quantized K/V caches against NumPy in
+float64: K and V quantized by attn.quantize (every type, per row, per group of 16) or random codes
+with scales per channel, per head or per tensor, with and without zero points, dequantized in
+float64 from the codes, attention computed in float64; the library's output within 1e-5
+(relative to 1 + |want|: f32 sums over a few dozen keys of values of order 1)."""
 import numpy as np
 import pytest
 
 import attn
-from attn import _lib
+from attn import _lib, _tensors
 
 pytestmark = pytest.mark.skipif(not _lib.has("attn_quantize") or not _lib.has("attn_sdpa"),
                                 reason="the loaded libattn has no attn_quantize or attn_sdpa")
@@ -87,3 +88,121 @@ def test_sdpa_quantized_matches_numpy(dtype, granularity, len_q):
     assert got.shape == want.shape
     err = np.max(np.abs(got - want) / (1 + np.abs(want)))
     assert err <= 1e-5, err
+
+
+def random_cache(rng, dtype, shape, granularity, zero_point):
+    """A quantized K or V [B, H, L, D] at `granularity` (row, group16: attn.quantize of uniform
+    values; channel, head, tensor: random codes with random scales and zero points). Returns
+    (codes, scale, zero) as sdpa takes them and the values dequantized in float64."""
+    B, H, L, D = shape
+    pair = 2 if dtype in ("i4", "u4") else 1
+    if granularity in ("row", "group16"):
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        q, s, z = attn.quantize(x, dtype, group=0 if granularity == "row" else 16, zero_point=zero_point)
+        return q, s, z, dequantized(q, s, z, dtype, D)
+    lo, hi = RANGES.get(dtype, (0, 255))
+    codes = rng.integers(lo, hi + 1, shape)
+    if dtype in FP8:  # finite codes: clear the top exponent bit
+        codes &= 0xbf
+    codes = (codes & 0xff).astype(np.uint8)
+    q = (codes[..., 0::2] & 15 | (codes[..., 1::2] & 15) << 4).astype(np.uint8) if pair == 2 \
+        else codes.view(np.int8) if dtype == "i8" else codes
+    sshape = {"channel": (1, 1, 1, D // pair), "head": (1, H, 1, 1), "tensor": ()}[granularity]
+    s = rng.uniform(0.5, 1.5, sshape).astype(np.float32) / max(hi, 8)
+    z = rng.uniform(lo, hi, sshape).astype(np.float32) if zero_point else None
+    full = lambda a: np.broadcast_to(np.asarray(a).reshape(np.shape(a) or (1, 1, 1, 1)),
+                                     (B, H, L, np.shape(a)[-1] if np.ndim(a) else 1))
+    return q, s, z, dequantized(q, full(s), None if z is None else full(z), dtype, D)
+
+
+@pytest.mark.parametrize("dtype", ["i8", "u8", "i4", "u4", "fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("k_gran,v_gran", [("row", "row"), ("group16", "group16"),
+                                           ("channel", "row"), ("head", "group16"),
+                                           ("tensor", "channel")])
+def test_sdpa_reads_quantized_cache(dtype, k_gran, v_gran):
+    """attn.sdpa itself over a quantized cache, keys and values at granularities of their own,
+    GQA, causal prefill (Lq 5 of Lk 37), against float64 attention on the dequantized values;
+    within 1e-5 of max |want| + 1 as above. Also: attn.sdpa_quantized gives the same bits."""
+    rng = np.random.default_rng(11)
+    B, Hq, Hkv, Lq, Lk, D = 2, 4, 2, 5, 37, 32
+    zero_point = dtype in ("u8", "u4") or (dtype == "i8" and k_gran == "row")
+    kq, ks, kz, k64 = random_cache(rng, dtype, (B, Hkv, Lk, D), k_gran, zero_point)
+    vq, vs, vz, v64 = random_cache(rng, dtype, (B, Hkv, Lk, D), v_gran, zero_point)
+    q = rng.uniform(-1, 1, (B, Hq, Lq, D)).astype(np.float32)
+    got, lse = attn.sdpa(q, kq, vq, causal="bottom_right", kv_dtype=dtype, k_scale=ks,
+                         v_scale=vs, k_zero=kz, v_zero=vz, return_lse=True)
+    rep = Hq // Hkv
+    s = q.astype(np.float64) @ np.swapaxes(np.repeat(k64, rep, axis=1), -1, -2) / np.sqrt(D)
+    s = np.where(np.arange(Lk)[None, :] <= np.arange(Lq)[:, None] + Lk - Lq, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    want = (np.exp(s - m) / np.exp(s - m).sum(-1, keepdims=True)) @ np.repeat(v64, rep, axis=1)
+    want_lse = (m + np.log(np.exp(s - m).sum(-1, keepdims=True)))[..., 0]
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert np.max(np.abs(got - want) / (1 + np.abs(want))) <= 1e-5
+    assert np.max(np.abs(lse - want_lse) / (1 + np.abs(want_lse))) <= 1e-5
+    if k_gran == v_gran:
+        again = attn.sdpa_quantized(q, kq, vq, dtype, ks, vs, kz, vz, causal="bottom_right")
+        assert np.array_equal(again, got)
+
+
+@pytest.mark.parametrize("dtype", ["i8", "i4"])
+def test_sdpa_quantized_cache_bshd_view(dtype):
+    """A BSHD cache of capacity 48 holding 29 keys, passed as the slice k[:, :29] (strided, not
+    copied: the strides reach the library) with its scales sliced alike, bf16 queries (as uint16
+    bit patterns) and a bf16 output; against float64 on the dequantized values and the bf16
+    queries' values, within 2^-8 relative (the output rounded once to bf16) + 1e-5."""
+    rng = np.random.default_rng(12)
+    B, H, cap, Lk, D = 1, 2, 48, 29, 64
+    x = rng.uniform(-1, 1, (B, cap, H, D)).astype(np.float32)
+    kq, ks, _ = attn.quantize(x, dtype, group=32)
+    vq, vs, _ = attn.quantize(x[..., ::-1].copy(), dtype, group=0)
+    qf = rng.uniform(-1, 1, (B, 3, H, D)).astype(np.float32)
+    qb = (qf.view(np.uint32) >> 16).astype(np.uint16)  # truncated to bf16: exact in float64
+    q64 = (qb.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    copies = _tensors.copies
+    got = attn.sdpa(qb, kq[:, :Lk], vq[:, :Lk], layout="bshd", kv_dtype=dtype,
+                    k_scale=ks[:, :Lk], v_scale=vs[:, :Lk])
+    assert _tensors.copies == copies
+    assert got.dtype == np.uint16 and got.shape == (B, 3, H, D)
+    k64 = dequantized(kq[:, :Lk], ks[:, :Lk], None, dtype, D).transpose(0, 2, 1, 3)
+    v64 = dequantized(vq[:, :Lk], vs[:, :Lk], None, dtype, D).transpose(0, 2, 1, 3)
+    want = attention64(q64.transpose(0, 2, 1, 3), k64, v64, 1).transpose(0, 2, 1, 3)
+    out = (got.astype(np.uint32) << 16).view(np.float32)
+    assert np.all(np.abs(out - want) <= 2 ** -8 * np.abs(want) + 1e-5)
+
+
+def test_sdpa_quantized_cache_rejections():
+    """What sdpa refuses before calling the library, and what the library refuses."""
+    rng = np.random.default_rng(13)
+    q = rng.uniform(-1, 1, (1, 1, 2, 16)).astype(np.float32)
+    kq, ks, _ = attn.quantize(q, "i8")
+    with pytest.raises(ValueError, match="kv_dtype"):  # uint8 codes could be any type
+        attn.sdpa(q, kq.view(np.uint8), kq.view(np.uint8), k_scale=ks, v_scale=ks)
+    with pytest.raises(ValueError, match="quantized"):  # scales with a float cache
+        attn.sdpa(q, q, q, k_scale=ks)
+    with pytest.raises(ValueError, match="kv_dtype"):
+        attn.sdpa(q, kq, kq, kv_dtype="q8_0", k_scale=ks, v_scale=ks)
+    with pytest.raises(attn.AttnError, match="k_scale"):  # integer codes need their scales
+        attn.sdpa(q, kq, kq, v_scale=ks)
+    assert np.array_equal(attn.sdpa(q, kq, kq, k_scale=ks, v_scale=ks),  # int8: "i8"
+                          attn.sdpa(q, kq, kq, kv_dtype="i8", k_scale=ks, v_scale=ks))
+
+
+def test_sdpa_quantized_cache_with_mask_and_kv_len():
+    """The float cache's options reach the call with a quantized one: an additive mask
+    broadcast over heads and kv_len per sequence, over an I8 cache with zero points per group
+    of 16 (keys) and per row (values); float64 oracle on the dequantized values, 1e-5."""
+    rng = np.random.default_rng(14)
+    B, H, Lq, Lk, D = 2, 2, 4, 23, 32
+    kq, ks, kz, k64 = random_cache(rng, "i8", (B, H, Lk, D), "group16", True)
+    vq, vs, vz, v64 = random_cache(rng, "i8", (B, H, Lk, D), "row", True)
+    q = rng.uniform(-1, 1, (B, H, Lq, D)).astype(np.float32)
+    mask = rng.uniform(-2, 2, (B, 1, Lq, Lk)).astype(np.float32)
+    kv_len = np.array([17, 23], np.int32)
+    got = attn.sdpa(q, kq, vq, mask=mask, kv_len=kv_len, k_scale=ks, v_scale=vs, k_zero=kz,
+                    v_zero=vz)
+    s = q.astype(np.float64) @ np.swapaxes(k64, -1, -2) / np.sqrt(D) + mask
+    s = np.where(np.arange(Lk)[None, None, None, :] < kv_len[:, None, None, None], s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = p / p.sum(-1, keepdims=True) @ v64
+    assert np.max(np.abs(got - want) / (1 + np.abs(want))) <= 1e-5
