@@ -100,7 +100,11 @@ void attn_config_init(attn_config *cfg);
 
 /* Creates a context; cfg NULL = defaults. A context owns its thread pool and may be
  * used by several threads at once. With a given context, results are bitwise identical
- * for every num_threads and every run. */
+ * for every num_threads and every run. A context also keeps the scratch memory of its
+ * attn_sdpa calls (plans, packed K and V, split-key partials) for the next ones: after a
+ * first call, a call of the same or a smaller shape allocates nothing in proportion to the
+ * problem. That memory (the most any one call needed, per call running at once) is freed
+ * by attn_context_destroy; the default context (ctx NULL) keeps it for the process. */
 attn_status attn_context_create(const attn_config *cfg, attn_context **ctx);
 
 /* Destroys a context; NULL is fine. */

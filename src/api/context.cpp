@@ -110,6 +110,7 @@ attn::ops::exec exec_for(const attn_context &ctx) {
     ex.arena = ctx.arena.get();
     ex.num_threads = ctx.num_threads;
     ex.fpmath = ctx.fpmath;
+    ex.workspaces = &ctx.workspaces;
     return ex;
 }
 

@@ -8,6 +8,7 @@
 
 #include "attn/attn.h"
 #include "ops/ops.hpp"
+#include "ops/workspace.hpp"
 
 struct attn_context {
     attn_impl impl = ATTN_IMPL_AUTO;  // as requested (never resolved further)
@@ -16,6 +17,8 @@ struct attn_context {
     int num_threads = 1;              // >= 1: the arena's concurrency, <= the hardware
     attn_fpmath fpmath = ATTN_FPMATH_STRICT;
     std::unique_ptr<tbb::task_arena> arena;
+    // what its calls keep for the next ones (ops/workspace.hpp); taken by one call at a time
+    mutable attn::ops::workspace_pool workspaces;
 };
 
 namespace attn::api {

@@ -34,12 +34,15 @@ using core::visibility_for;
 
 // What a context tells a driver. `isa` is resolved: never ATTN_ISA_AUTO.
 // `reference` is true for ATTN_IMPL_REFERENCE and whenever isa == ATTN_ISA_SCALAR.
+class workspace_pool;  // workspace.hpp
+
 struct exec {
     bool reference = true;
     attn_isa isa = ATTN_ISA_SCALAR;
     tbb::task_arena *arena = nullptr;  // null: run on the calling thread only
     int num_threads = 1;
     attn_fpmath fpmath = ATTN_FPMATH_STRICT;
+    workspace_pool *workspaces = nullptr;  // the context's (null: each call its own)
 };
 
 // The kernels a driver runs: the table for ex.isa, or null for the reference.

@@ -30,6 +30,7 @@
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
+#include "ops/workspace.hpp"
 #include "core/scores.hpp"
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
@@ -42,30 +43,18 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// 64-byte aligned scratch of at least `floats`. Up to 64 MB it is kept by the calling thread
-// from one call to the next: allocating megabytes afresh on every call makes the OS zero
-// every page again, a cost comparable to the attention itself at short lengths. Larger
-// buffers belong to the call (`owned`) and are freed with it.
-struct scratch_buffer {
-    std::unique_ptr<aligned_floats> owned;
-    float *data = nullptr;
-    explicit scratch_buffer(size_t floats) {
-        constexpr size_t keep_floats = size_t(16) << 20;
-        thread_local std::unique_ptr<aligned_floats> kept;
-        thread_local size_t kept_floats = 0;
-        if (floats > keep_floats) {
-            owned = std::make_unique<aligned_floats>(floats);
-            data = owned->get();
-            return;
-        }
-        if (floats > kept_floats) {
-            kept.reset();
-            kept_floats = 0;
-            kept = std::make_unique<aligned_floats>(floats);
-            kept_floats = floats;
-        }
-        data = kept->get();
-    }
+// What a forward call keeps in its context's workspace for the next (workspace.hpp): the plan,
+// the bookkeeping and the buffers, reused at their size. Reusing the scratch matters beyond
+// the allocation: megabytes allocated afresh on every call make the OS zero every page again,
+// a cost comparable to the attention itself at short lengths.
+struct forward_state {
+    sdpa_plan plan;
+    std::vector<kernels::key_visibility> visibility;
+    std::vector<uint32_t> row_keys;
+    std::vector<float> slot_lse, merged, lse_rows;
+    std::vector<int64_t> packed_at, part_ptr0, split_seqs;
+    std::vector<const float *> part_outs, part_lses;
+    growing_floats scratch, packed_heads, parts;
 };
 
 // Whether this call's types and fpmath allow bf16-pair products (q and k stored in bf16, whose
@@ -81,7 +70,8 @@ bool pair_products(const exec &ex, const attn_sdpa_desc &d) {
 class forward_call {
 public:
     forward_call(const exec &ex, const kernels::kernel_table &kt, const attn_sdpa_desc &d,
-                 const void *q, const void *k, const void *v, void *out, const row_stats *stats);
+                 const void *q, const void *k, const void *v, void *out, const row_stats *stats,
+                 forward_state &state);
     void run();
 
 private:
@@ -94,11 +84,11 @@ private:
     void merge_block(const merge_task &m, int s) const;
     void finish() const;
     float *part_out(const sequence_plan &s, int64_t c) const {
-        return parts_->get() + s.part_floats0 + c * d_.heads_q * s.queries * d_.dim_v;
+        return parts_ + s.part_floats0 + c * d_.heads_q * s.queries * d_.dim_v;
     }
     float *part_lse(const sequence_plan &s, int64_t c) const {
         const int64_t parts = s.chunks + (d_.sinks ? 1 : 0), part_rows = d_.heads_q * s.queries;
-        return parts_->get() + s.part_floats0 + parts * part_rows * d_.dim_v + c * part_rows;
+        return parts_ + s.part_floats0 + parts * part_rows * d_.dim_v + c * part_rows;
     }
 
     const exec &ex_;
@@ -108,32 +98,41 @@ private:
     const void *q_, *k_, *v_;
     void *out_;
     const row_stats *stats_;
-    sdpa_plan plan_;
-    std::vector<kernels::key_visibility> visibility_;  // per planned sequence
-    int64_t group_, slot_floats_, max_br_;
-    bool dropout_;
-    mutable std::vector<uint32_t> row_keys_;
-    mutable std::vector<float> slot_lse_, merged_;
-    std::unique_ptr<scratch_buffer> scratch_;
+    // the state kept in the workspace, under the names the call uses
+    sdpa_plan &plan_;
+    std::vector<kernels::key_visibility> &visibility_;  // per planned sequence
+    int64_t group_ = 0, slot_floats_ = 0, max_br_ = 0;
+    bool dropout_ = false;
+    std::vector<uint32_t> &row_keys_;
+    std::vector<float> &slot_lse_, &merged_;
+    float *scratch_ = nullptr;
     float *packed_ = nullptr;  // per slot: a head's packed K, then its padded V
-    std::unique_ptr<aligned_floats> packed_heads_;
-    std::vector<int64_t> packed_at_;  // per sequence: its heads' packed K in packed_heads_
-    std::unique_ptr<aligned_floats> parts_;  // every part row is written by its tile
+    float *packed_heads_ = nullptr;
+    std::vector<int64_t> &packed_at_;  // per sequence: its heads' packed K in packed_heads_
+    float *parts_ = nullptr;  // every part row is written by its tile
     // The parts of each split sequence as the merge takes them: from part_ptr0_[seq] on.
-    std::vector<const float *> part_outs_, part_lses_;
-    std::vector<int64_t> part_ptr0_;
-    std::vector<int64_t> split_seqs_;  // the sequences with split keys
-    std::vector<float> lse_rows_;  // every row's lse in row() order, when d.lse is not that
+    std::vector<const float *> &part_outs_, &part_lses_;
+    std::vector<int64_t> &part_ptr0_;
+    std::vector<int64_t> &split_seqs_;  // the sequences with split keys
+    std::vector<float> &lse_rows_;  // every row's lse in row() order, when d.lse is not that
     float *lse_all_ = nullptr;
 };
 
 forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
                            const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
-                           void *out, const row_stats *stats)
-    : ex_(ex), kt_(kt), d_(d), rows_(d), q_(q), k_(k), v_(v), out_(out), stats_(stats) {
+                           void *out, const row_stats *stats, forward_state &st)
+    : ex_(ex), kt_(kt), d_(d), rows_(d), q_(q), k_(k), v_(v), out_(out), stats_(stats),
+      plan_(st.plan), visibility_(st.visibility), row_keys_(st.row_keys),
+      slot_lse_(st.slot_lse), merged_(st.merged), packed_at_(st.packed_at),
+      part_outs_(st.part_outs), part_lses_(st.part_lses), part_ptr0_(st.part_ptr0),
+      split_seqs_(st.split_seqs), lse_rows_(st.lse_rows) {
+    for (auto *v : {&packed_at_, &part_ptr0_, &split_seqs_}) v->clear();
+    visibility_.clear();
+    part_outs_.clear();
+    part_lses_.clear();
     const plan_kernels impls{&kt.attention_impls, kt.vector_floats, pair_products(ex, d)};
     const int slots = worker_slots(ex);
-    plan_ = plan_sdpa(d, impls, slots);
+    plan_sdpa(d, impls, slots, plan_);
     group_ = d.heads_q / d.heads_kv;
     dropout_ = d.dropout_p > 0.0f;
     bool split = false;
@@ -145,11 +144,9 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
     max_br_ = kt.attention_impls.max_br();
     row_keys_.resize(dropout_ ? size_t(max_br_ * slots) : 0);
     slot_lse_.resize(size_t(max_br_ * slots));
-    scratch_ = std::make_unique<scratch_buffer>(
-        size_t((slot_floats_ + plan_.max_head_k + plan_.max_head_v) * slots));
-    packed_ = scratch_->data + slot_floats_ * slots;
-    if (plan_.packed_k_floats > 0)
-        packed_heads_ = std::make_unique<aligned_floats>(size_t(plan_.packed_k_floats));
+    scratch_ = st.scratch.get(size_t((slot_floats_ + plan_.max_head_k + plan_.max_head_v) * slots));
+    packed_ = scratch_ + slot_floats_ * slots;
+    if (plan_.packed_k_floats > 0) packed_heads_ = st.packed_heads.get(size_t(plan_.packed_k_floats));
     int64_t at = 0;
     for (const sequence_plan &s : plan_.sequences) {
         packed_at_.push_back(at);
@@ -158,7 +155,7 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
     // Split keys: each split sequence's chunk rows and lse; with sinks, one more part: the
     // sinks as a key set of their own, with no value (rows of zeros, lse = the head's sink),
     // merged last, so that each row counts its sink once.
-    parts_ = std::make_unique<aligned_floats>(size_t(plan_.part_floats));
+    if (plan_.part_floats > 0) parts_ = st.parts.get(size_t(plan_.part_floats));
     for (const sequence_plan &s : plan_.sequences) {
         part_ptr0_.push_back(int64_t(part_outs_.size()));
         if (s.chunks > 1) split_seqs_.push_back(int64_t(part_ptr0_.size()) - 1);
@@ -219,7 +216,7 @@ kernels::attention_tile forward_call::make_tile(int64_t seq, int64_t h, int64_t 
                  i0 * d_.mask_strides.seq;
         t.mask_ld = d_.mask_strides.seq;
     }
-    t.scratch = scratch_->data + s * slot_floats_;
+    t.scratch = scratch_ + s * slot_floats_;
     if (dropout_) {
         uint32_t *keys = row_keys_.data() + s * max_br_;
         for (int64_t r = 0; r < t.rows; ++r) keys[r] = dropout::row_key(d_.dropout_seed, b, h, i0 + r);
@@ -309,7 +306,7 @@ void forward_call::run_chunk(const sdpa_task &task, int s) const {
     t.out_ld = d_.dim_v;
     t.lse = part_lse(sp, task.chunk) + r0;
     if (sp.prepacked)
-        sp.impl->use_packed_k(t, packed_heads_->get() + packed_at_[size_t(task.seq)] +
+        sp.impl->use_packed_k(t, packed_heads_ + packed_at_[size_t(task.seq)] +
                                      task.hk * sp.panels * sp.impl->nr * d_.dim_qk);
     sp.impl->forward_tile(t);
 }
@@ -321,7 +318,7 @@ void forward_call::pack_chunk(const sdpa_task &task) const {
     const int64_t nr = impl.nr, begin = task.chunk * sp.chunk_keys;
     const int64_t keys = std::min(sp.chunk_keys, sp.keys - begin);
     impl.pack_k(rows_.k_rows(k_, sp.b, task.hk), begin, sp.keys, d_.dim_qk, ceil_div(keys, nr),
-                packed_heads_->get() + packed_at_[size_t(task.seq)] +
+                packed_heads_ + packed_at_[size_t(task.seq)] +
                     task.hk * sp.panels * nr * d_.dim_qk +
                     begin / nr * nr * impl.k_floats_per_key(d_.dim_qk));
 }
@@ -403,7 +400,8 @@ void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
         ref::sdpa_typed(d, q, k, v, out);
         return;
     }
-    forward_call call(ex, *kt, d, q, k, v, out, stats);
+    const workspace_pool::lease ws = take_workspace(ex);
+    forward_call call(ex, *kt, d, q, k, v, out, stats, (*ws).state<forward_state>());
     call.run();
 }
 

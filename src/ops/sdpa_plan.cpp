@@ -72,20 +72,22 @@ void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, int slots) {
     // non-split pairs is a share of the whole call (tasks_per_slot a slot), so long sequences are cut
     // into several ranges and short ones stay whole.
     double total = 0.0;
-    std::vector<std::vector<double>> pair_cost(plan.sequences.size());
+    plan.pair_costs.clear();
+    plan.pair_cost0.clear();
     for (size_t si = 0; si < plan.sequences.size(); ++si) {
         const sequence_plan &s = plan.sequences[si];
         const kernels::key_visibility vis = rows.visibility(s.b);
         const int64_t pairs = s.head_tiles * s.q_tiles;
-        pair_cost[si].assign(size_t(pairs * s.chunks), 0.0);
+        plan.pair_cost0.push_back(plan.pair_costs.size());
         for (int64_t p = 0; p < pairs; ++p)
             for (int64_t c = 0; c < s.chunks; ++c) {
                 int64_t lo, hi, r;
                 pair_keys(s, vis, d.heads_q / d.heads_kv, p, c, lo, hi, r);
-                pair_cost[si][size_t(p * s.chunks + c)] = tile_cost(r, hi - lo, d);
-                total += pair_cost[si][size_t(p * s.chunks + c)] * double(d.heads_kv);
+                plan.pair_costs.push_back(tile_cost(r, hi - lo, d));
+                total += plan.pair_costs.back() * double(d.heads_kv);
             }
     }
+    auto pair_cost = [&](size_t si, int64_t i) { return plan.pair_costs[plan.pair_cost0[si] + size_t(i)]; };
     const double target = total / double(tasks_per_slot * std::max(slots, 1));
     for (size_t si = 0; si < plan.sequences.size(); ++si) {
         const sequence_plan &s = plan.sequences[si];
@@ -98,13 +100,13 @@ void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, int slots) {
                 for (int64_t p = 0; p < pairs; ++p)
                     for (int64_t c = 0; c < s.chunks; ++c)
                         plan.tasks.push_back(sdpa_task{int64_t(si), hk, p, p + 1, c,
-                                                       pair_cost[si][size_t(p * s.chunks + c)]});
+                                                       pair_cost(si, p * s.chunks + c)});
                 continue;
             }
             int64_t first = 0;
             double cost = pack;
             for (int64_t p = 0; p < pairs; ++p) {
-                cost += pair_cost[si][size_t(p)];
+                cost += pair_cost(si, p);
                 if (cost >= target || p + 1 == pairs) {
                     plan.tasks.push_back(sdpa_task{int64_t(si), hk, first, p + 1, 0, cost});
                     first = p + 1;
@@ -113,15 +115,28 @@ void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, int slots) {
             }
         }
     }
-    std::stable_sort(plan.tasks.begin(), plan.tasks.end(),
-                     [](const sdpa_task &a, const sdpa_task &b) { return a.cost > b.cost; });
+    // heaviest first; equal costs in the order they were made, which is the order of (seq, hk,
+    // pair_begin, chunk) (std::sort with that tie-break: stable_sort would allocate a buffer)
+    std::sort(plan.tasks.begin(), plan.tasks.end(), [](const sdpa_task &a, const sdpa_task &b) {
+        if (a.cost != b.cost) return a.cost > b.cost;
+        if (a.seq != b.seq) return a.seq < b.seq;
+        if (a.hk != b.hk) return a.hk < b.hk;
+        if (a.pair_begin != b.pair_begin) return a.pair_begin < b.pair_begin;
+        return a.chunk < b.chunk;
+    });
 }
 
 }  // namespace
 
-sdpa_plan plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots) {
+void plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots, sdpa_plan &plan) {
     const core::seq_rows rows(d);
-    sdpa_plan plan;
+    plan.sequences.clear();
+    plan.pack_tasks.clear();
+    plan.tasks.clear();
+    plan.merges.clear();
+    plan.part_floats = 0;
+    plan.max_head_k = plan.max_head_v = 0;
+    plan.packed_k_floats = 0;
     // Rows an even number of 64-byte lines apart share half the L1 sets, and a bc x 64-float
     // block of V no longer fits; one extra line spreads them over all sets.
     plan.v_ld = ceil_div(d.dim_v, k.vector_floats) * k.vector_floats;
@@ -156,7 +171,6 @@ sdpa_plan plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots) {
         plan.sequences.push_back(s);
     }
     add_tasks(plan, rows, slots);
-    return plan;
 }
 
 namespace {

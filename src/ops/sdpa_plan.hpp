@@ -71,6 +71,8 @@ struct sdpa_plan {
     std::vector<sdpa_task> pack_tasks;  // split + prepacked: (seq, hk, chunk), K only
     std::vector<sdpa_task> tasks;       // the tiles, heaviest first
     std::vector<merge_task> merges;
+    std::vector<double> pair_costs;      // while planning: every (pair, chunk)'s cost, by sequence
+    std::vector<size_t> pair_cost0;      // where each sequence's costs start
     int64_t part_floats = 0;             // the parts buffer: out rows then lse, every split seq
     int64_t max_head_k = 0, max_head_v = 0;  // per-slot packed K and padded V of a task
     int64_t v_ld = 0;                    // padded V row
@@ -80,7 +82,14 @@ struct sdpa_plan {
 inline constexpr int64_t merge_rows = 16;
 
 // The plan of attn_sdpa for desc d (validated) on `slots` worker slots.
-sdpa_plan plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots);
+// Into `plan`, whose vectors are cleared and refilled (their capacity kept: a driver planning
+// call after call allocates nothing once they are large enough).
+void plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots, sdpa_plan &plan);
+inline sdpa_plan plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots) {
+    sdpa_plan plan;
+    plan_sdpa(d, k, slots, plan);
+    return plan;
+}
 
 // The predicted parallel efficiency on p threads, phase by phase (pack, tiles, merge; each
 // scheduled greedily in task order onto the earliest free thread): total work / (p x the sum
