@@ -133,6 +133,11 @@ void check_model_values(checker &chk, const attn_sdpa_desc &d) {
     }
 }
 
+// A layout's strides as the rows use them: packed by starts, the batch stride is not used.
+attn_layout used_strides(const attn_layout &l, const int32_t *starts) {
+    return starts ? attn_layout{0, l.head, l.seq} : l;
+}
+
 // The rules on the desc itself, shared by forward and backward: sizes, grouping, strides,
 // enums, scale, dropout, size products. `d` is known non-null.
 void check_desc(checker &chk, const attn_sdpa_desc &d) {
@@ -147,10 +152,12 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
         chk.fail(ATTN_INVALID_ARGUMENT,
                  "desc->heads_q = %lld, must be a multiple of desc->heads_kv = %lld",
                  (long long)d.heads_q, (long long)d.heads_kv);
-    chk.layout_strides(d.q, "desc->q");
-    chk.layout_strides(d.k, "desc->k");
-    chk.layout_strides(d.v, "desc->v");
-    chk.layout_strides(d.out, "desc->out");
+    // A batch stride that the rows do not use (packed by q_start or kv_start) is ignored,
+    // whatever its value.
+    chk.layout_strides(used_strides(d.q, d.q_start), "desc->q");
+    chk.layout_strides(used_strides(d.k, d.kv_start), "desc->k");
+    chk.layout_strides(used_strides(d.v, d.kv_start), "desc->v");
+    chk.layout_strides(used_strides(d.out, d.q_start), "desc->out");
     if (d.mask) chk.layout_strides(d.mask_strides, "desc->mask_strides");
     chk.finite(d.scale, "desc->scale");
     chk.enum_value(enum_int(d.causal), ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN,
