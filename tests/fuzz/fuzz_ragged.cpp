@@ -151,7 +151,7 @@ view packed(FuzzedDataProvider &in, int64_t heads, int64_t rows, int64_t dim) {
 }
 
 void decode_shape(FuzzedDataProvider &in, ragged &r) {
-    tidy = in.ConsumeIntegralInRange<int>(0, 3) != 0;
+    tidy = in.ConsumeIntegralInRange<int>(0, 3) != 3;  // an exhausted input reads 0: tidy
     r.mla = in.ConsumeIntegralInRange<int>(0, 3) == 0;
     r.batch = sized(in, 4, 9);
     r.heads_kv = r.mla && in.ConsumeBool() ? 1 : sized(in, 2, 3);
@@ -165,8 +165,9 @@ void decode_shape(FuzzedDataProvider &in, ragged &r) {
                                                               : in.ConsumeIntegralInRange<int64_t>(1, std::max<int64_t>(std::min<int64_t>(r.dim_qk, 72), 1));
     else
         r.dim_v = in.ConsumeBool() ? r.dim_qk : sized(in, 12, 72);
-    r.use_q_start = in.ConsumeIntegralInRange<int>(0, 7) != 0;
-    r.use_kv_start = in.ConsumeIntegralInRange<int>(0, 2) == 0;
+    // an exhausted input reads 0: q_start over a paged cache, a serving step
+    r.use_q_start = in.ConsumeIntegralInRange<int>(0, 7) != 7;
+    r.use_kv_start = in.ConsumeIntegralInRange<int>(0, 2) == 2;
     r.paged = !r.use_kv_start ? in.ConsumeIntegralInRange<int>(0, 2) == 0 : breaks(in, 32);
     r.typed_entry = in.ConsumeBool();
 }
