@@ -69,6 +69,34 @@ TEST_P(packed_strides_test, UnusedBatchStridesAreIgnored) {
     for (const float x : out) ASSERT_EQ(x, 7.0f);
 }
 
+// A packed call whose sequences have no queries has a q and an out of no element: any head
+// stride is accepted there and nothing is written to out or dq. (The extent of such a layout,
+// (heads - 1) * head stride, overflowed int64 in the check that out does not overlap itself:
+// undefined behaviour, found by the fuzzer under UBSan.) The backward writes the dk, dv rows
+// of the keys, which no query sees, as zeros.
+TEST_P(packed_strides_test, NoQueriesAnyHeadStride) {
+    const std::vector<int32_t> none = {0, 0, 0}, kv_start = {0, 8, 13};
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 2, 3, 3, 8, 8);  // 3 heads: 2 * (INT64_MAX / 2) overflows
+    d.q_start = none.data();
+    d.kv_start = kv_start.data();
+    d.q = d.out = attn_layout{0, INT64_MAX / 2, 24};
+    d.k = d.v = attn_layout{0, 8, 24};  // [13 rows, 3 heads, 8]
+    const std::vector<float> q(8, 0.5f), k(13 * 3 * 8, 0.25f);
+    std::vector<float> out(8, 7.0f), dq(8, 7.0f), dk(k.size(), 7.0f), dv(k.size(), 7.0f);
+    EXPECT_EQ(attn_sdpa_f32(ctx(), &d, q.data(), k.data(), k.data(), out.data()), ATTN_OK) << attn_last_error();
+    for (const float x : out) EXPECT_EQ(x, 7.0f);
+    EXPECT_EQ(attn_sdpa_backward_f32(ctx(), &d, q.data(), k.data(), k.data(), q.data(), q.data(), nullptr, dq.data(),
+                                     dk.data(), dv.data()),
+              ATTN_OK)
+        << attn_last_error();
+    for (const float x : dq) EXPECT_EQ(x, 7.0f);
+    for (size_t i = 0; i < dk.size(); ++i) {
+        ASSERT_EQ(dk[i], 0.0f) << i;
+        ASSERT_EQ(dv[i], 0.0f) << i;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(all, packed_strides_test, testing::ValuesIn(attn_test::all_paths()), attn_test::path_name);
 
 }  // namespace
