@@ -97,6 +97,25 @@ TEST_P(packed_strides_test, NoQueriesAnyHeadStride) {
     }
 }
 
+// Likewise a packed k and v of no row (every sequence without keys): any head stride is
+// accepted, and the output rows are zeros with lse -inf. (Row pointers formed from such a
+// stride overflowed int64 in the drivers: undefined behaviour, found by the fuzzer.)
+TEST_P(packed_strides_test, NoKeysAnyHeadStride) {
+    const std::vector<int32_t> q_start = {0, 2, 3}, none = {0, 0, 0};
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 2, 3, 2, 4, 8);
+    d.q_start = q_start.data();
+    d.kv_start = none.data();
+    d.q = d.out = attn_layout{0, 8, 24};                  // [3 rows, 3 heads, 8]
+    d.k = d.v = attn_layout{0, INT64_MAX / 3, 24};        // no row: nothing to bound the head stride
+    const std::vector<float> q(3 * 3 * 8, 0.5f), k(8, 0.25f);
+    std::vector<float> out(q.size(), 7.0f), lse(3 * 3, 7.0f);
+    d.lse = lse.data();
+    ASSERT_EQ(attn_sdpa_f32(ctx(), &d, q.data(), k.data(), k.data(), out.data()), ATTN_OK) << attn_last_error();
+    for (const float x : out) EXPECT_EQ(x, 0.0f);
+    for (const float x : lse) EXPECT_EQ(x, -INFINITY);
+}
+
 INSTANTIATE_TEST_SUITE_P(all, packed_strides_test, testing::ValuesIn(attn_test::all_paths()), attn_test::path_name);
 
 }  // namespace

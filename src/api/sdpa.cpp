@@ -248,6 +248,16 @@ void require_f32_types(checker &chk, const attn_sdpa_desc &d) {
                      name, enum_int(type));
 }
 
+// The desc the drivers get. A packed tensor of no row (every sequence empty) addresses
+// nothing, so no check bounded its strides; the drivers form row pointers from them before
+// finding a sequence empty, which could overflow int64: its strides become zeros.
+attn_sdpa_desc bounded_strides(const attn_sdpa_desc &d) {
+    attn_sdpa_desc b = d;
+    if (d.q_start && d.q_start[d.batch] == 0) b.q = b.out = attn_layout{0, 0, 0};
+    if (d.kv_start && d.kv_start[d.batch] == 0) b.k = b.v = attn_layout{0, 0, 0};
+    return b;
+}
+
 attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
                          const attn_sdpa_desc *d, const void *q, const void *k, const void *v,
                          void *out) {
@@ -273,7 +283,7 @@ attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
                           &t.block_table, &t.q_start, &t.kv_start});
     if (chk.failed()) return chk.status();
 
-    attn::ops::sdpa(exec_for(context_or_default(ctx)), *d, q, k, v, out);
+    attn::ops::sdpa(exec_for(context_or_default(ctx)), bounded_strides(*d), q, k, v, out);
     return ATTN_OK;
 }
 
@@ -327,7 +337,7 @@ attn_status sdpa_backward(const char *fn, bool f32_only, attn_context *ctx,
                           &t.alibi_slopes, &t.sinks, &t.q_start, &t.kv_start});
     if (chk.failed()) return chk.status();
 
-    attn::ops::sdpa_backward_typed(exec_for(context_or_default(ctx)), *d, q, k, v, out, dout,
+    attn::ops::sdpa_backward_typed(exec_for(context_or_default(ctx)), bounded_strides(*d), q, k, v, out, dout,
                                    lse, dq, dk, dv);
     return ATTN_OK;
 }
