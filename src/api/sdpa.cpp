@@ -133,6 +133,11 @@ void check_model_values(checker &chk, const attn_sdpa_desc &d) {
     }
 }
 
+// A layout's strides as the rows use them: packed by starts, the batch stride is not used.
+attn_layout used_strides(const attn_layout &l, const int32_t *starts) {
+    return starts ? attn_layout{0, l.head, l.seq} : l;
+}
+
 // The rules on the desc itself, shared by forward and backward: sizes, grouping, strides,
 // enums, scale, dropout, size products. `d` is known non-null.
 void check_desc(checker &chk, const attn_sdpa_desc &d) {
@@ -147,10 +152,12 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
         chk.fail(ATTN_INVALID_ARGUMENT,
                  "desc->heads_q = %lld, must be a multiple of desc->heads_kv = %lld",
                  (long long)d.heads_q, (long long)d.heads_kv);
-    chk.layout_strides(d.q, "desc->q");
-    chk.layout_strides(d.k, "desc->k");
-    chk.layout_strides(d.v, "desc->v");
-    chk.layout_strides(d.out, "desc->out");
+    // A batch stride that the rows do not use (packed by q_start or kv_start) is ignored,
+    // whatever its value.
+    chk.layout_strides(used_strides(d.q, d.q_start), "desc->q");
+    chk.layout_strides(used_strides(d.k, d.kv_start), "desc->k");
+    chk.layout_strides(used_strides(d.v, d.kv_start), "desc->v");
+    chk.layout_strides(used_strides(d.out, d.q_start), "desc->out");
     if (d.mask) chk.layout_strides(d.mask_strides, "desc->mask_strides");
     chk.finite(d.scale, "desc->scale");
     chk.enum_value(enum_int(d.causal), ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN,
@@ -241,6 +248,16 @@ void require_f32_types(checker &chk, const attn_sdpa_desc &d) {
                      name, enum_int(type));
 }
 
+// The desc the drivers get. A packed tensor of no row (every sequence empty) addresses
+// nothing, so no check bounded its strides; the drivers form row pointers from them before
+// finding a sequence empty, which could overflow int64: its strides become zeros.
+attn_sdpa_desc bounded_strides(const attn_sdpa_desc &d) {
+    attn_sdpa_desc b = d;
+    if (d.q_start && d.q_start[d.batch] == 0) b.q = b.out = attn_layout{0, 0, 0};
+    if (d.kv_start && d.kv_start[d.batch] == 0) b.k = b.v = attn_layout{0, 0, 0};
+    return b;
+}
+
 attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
                          const attn_sdpa_desc *d, const void *q, const void *k, const void *v,
                          void *out) {
@@ -266,7 +283,7 @@ attn_status sdpa_forward(const char *fn, bool f32_only, attn_context *ctx,
                           &t.block_table, &t.q_start, &t.kv_start});
     if (chk.failed()) return chk.status();
 
-    attn::ops::sdpa(exec_for(context_or_default(ctx)), *d, q, k, v, out);
+    attn::ops::sdpa(exec_for(context_or_default(ctx)), bounded_strides(*d), q, k, v, out);
     return ATTN_OK;
 }
 
@@ -320,7 +337,7 @@ attn_status sdpa_backward(const char *fn, bool f32_only, attn_context *ctx,
                           &t.alibi_slopes, &t.sinks, &t.q_start, &t.kv_start});
     if (chk.failed()) return chk.status();
 
-    attn::ops::sdpa_backward_typed(exec_for(context_or_default(ctx)), *d, q, k, v, out, dout,
+    attn::ops::sdpa_backward_typed(exec_for(context_or_default(ctx)), bounded_strides(*d), q, k, v, out, dout,
                                    lse, dq, dk, dv);
     return ATTN_OK;
 }

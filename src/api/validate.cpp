@@ -192,6 +192,9 @@ void checker::span(tensor_ref &t) {
 
 void checker::injective(const tensor_ref &t, const char *layout) {
     if (failed()) return;
+    // No element, nothing to overlap (and span() did not bound the extent of such a tensor).
+    for (int i = 0; i < t.rank; ++i)
+        if (t.size[i] <= 0) return;
     // Dims in order of increasing stride; the contiguous last dim goes first among equal
     // strides, so a failure always names a stride the caller chose.
     int order[4];
@@ -210,7 +213,7 @@ void checker::injective(const tensor_ref &t, const char *layout) {
                  layout, dim, (long long)t.stride[i], (long long)extent, t.name);
             return;
         }
-        extent += (t.size[i] - 1) * t.stride[i];  // cannot overflow: span() succeeded
+        extent += (t.size[i] - 1) * t.stride[i];  // cannot overflow: span() bounded it
     }
 }
 

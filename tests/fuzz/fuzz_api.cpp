@@ -311,7 +311,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     call c;
     bool ready = false;
     attn_context *const typed_contexts[3] = {ctx.reference, simd.first, simd.second};
-    switch (in.ConsumeIntegralInRange<int>(0, 10)) {
+    switch (in.ConsumeIntegralInRange<int>(0, 12)) {
     case 0: ready = decode_gemm(in, p, src, c); break;
     case 1: ready = decode_softmax(in, p, src, c); break;
     case 2: ready = decode_sdpa(in, p, src, c, false); break;
@@ -322,6 +322,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 7: fuzz_config(in); break;
     case 8: fuzz_convert(in, src, typed_contexts); break;
     case 10: fuzz_quantize(in, src, typed_contexts); break;
+    case 11: ready = decode_sdpa_ragged(in, p, src, c, false); break;
+    case 12: ready = decode_sdpa_ragged(in, p, src, c, true); break;
     default:
         if (in.ConsumeIntegralInRange<int>(0, 2) == 0) fuzz_sdpa_quantized(in, src, typed_contexts);
         else fuzz_sdpa_typed(in, src, typed_contexts);

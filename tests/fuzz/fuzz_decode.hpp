@@ -153,6 +153,8 @@ bool decode_gemm(FuzzedDataProvider &in, pool &p, value_source &src, call &c);
 bool decode_softmax(FuzzedDataProvider &in, pool &p, value_source &src, call &c);
 bool decode_merge(FuzzedDataProvider &in, pool &p, value_source &src, call &c);
 bool decode_sdpa(FuzzedDataProvider &in, pool &p, value_source &src, call &c, bool backward);
+// q_start / kv_start, a serving step over a paged cache, latent attention (fuzz_ragged.cpp).
+bool decode_sdpa_ragged(FuzzedDataProvider &in, pool &p, value_source &src, call &c, bool backward);
 bool decode_mha(FuzzedDataProvider &in, pool &p, value_source &src, call &c, bool backward);
 // The 16-bit entry points (fuzz_typed.cpp), on the reference and one SIMD ISA with 1 and 2
 // threads (ctx[0..2]); they check their own contract.

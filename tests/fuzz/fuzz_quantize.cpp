@@ -79,9 +79,10 @@ void fuzz_quantize(FuzzedDataProvider &in, value_source &src, attn_context *cons
             const size_t at = in.ConsumeIntegralInRange<size_t>(0, x.size() - 1);
             const float kinds[] = {NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 1e-42f};
             x[at] = kinds[in.ConsumeIntegralInRange<int>(0, 5)];
-            const bool in_a_row = int64_t(at % size_t(src_rows)) < dim;
-            has_special |= in_a_row && !std::isfinite(x[at]);
         }
+        // after the planting: a later value may have overwritten an earlier special
+        for (size_t at = 0; at < x.size(); ++at)
+            has_special |= int64_t(at % size_t(src_rows)) < dim && !std::isfinite(x[at]);
         if (!x.empty() && attn_convert(nullptr, int64_t(x.size()), x.data(), ATTN_DTYPE_F32,
                                        source.data() + guard, attn_dtype(src_t)) != ATTN_OK)
             fail("quantize: setting up the source failed:", attn_last_error());

@@ -51,6 +51,7 @@ void fuzz_sdpa_quantized(FuzzedDataProvider &in, value_source &src, attn_context
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, batch, heads_q, len_q, len_kv, dim);
     d.heads_kv = heads_kv;
+    d.k = d.v = attn_layout{heads_kv * len_kv * dim, len_kv * dim, dim};  // init counted heads_q kv heads
     d.kv_type = t;
     d.causal = attn_causal(in.ConsumeIntegralInRange<int>(0, 2));
     std::vector<int32_t> kv_len;

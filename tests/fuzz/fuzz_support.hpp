@@ -228,6 +228,7 @@ struct call {
     std::function<attn_status(attn_context *)> run;
     std::vector<view> outputs;     // what the call may write
     bool must_reject = false;      // the API defines this call as invalid
+    bool must_accept = false;      // the API defines this call as valid: a rejection is a finding
     bool compare = true;           // inputs finite and moderate: reference and SIMD agree to 1e-4
     double tolerance = 1e-4;
     // Extra checks on a pair of accepted results (reference, SIMD), e.g. NaN placement.
@@ -275,6 +276,7 @@ inline void execute(pool &p, const call &c, attn_context *reference, attn_contex
         p.restore(initial);
         status[k] = c.run(contexts[k]);
         if (status[k] != ATTN_OK) {
+            if (c.must_accept) fail("rejected a call the API defines as valid:", attn_last_error());
             FUZZ_CHECK(status[k] == ATTN_INVALID_ARGUMENT || status[k] == ATTN_OUT_OF_MEMORY,
                        "unexpected status for a rejected call");
             FUZZ_CHECK(p.same_bytes(initial), "a rejected call wrote to a buffer");

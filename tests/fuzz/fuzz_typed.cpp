@@ -107,7 +107,8 @@ void fuzz_convert(FuzzedDataProvider &in, value_source &src, attn_context *const
 }
 
 // attn_sdpa with element types: small shapes, dense or BSHD, causal, kv_len, GQA, guards
-// around every tensor and gaps between output rows.
+// around every tensor and gaps between output rows; now and then latent attention (v is the
+// first dim_v elements of k's rows: v = k, the same layout, dim_v <= dim_qk).
 void fuzz_sdpa_typed(FuzzedDataProvider &in, value_source &src, attn_context *const ctx[3]) {
     const int64_t batch = in.ConsumeIntegralInRange<int64_t>(1, 2);
     const int64_t heads_kv = in.ConsumeIntegralInRange<int64_t>(1, 2);
@@ -129,7 +130,6 @@ void fuzz_sdpa_typed(FuzzedDataProvider &in, value_source &src, attn_context *co
     } else {
         d.k = d.v = {heads_kv * len_kv * dim, len_kv * dim, dim};
     }
-    d.out = {heads_q * len_q * (dim + gap), len_q * (dim + gap), dim + gap};
     std::vector<int32_t> kv_len;
     if (in.ConsumeBool()) {
         for (int64_t b = 0; b < batch; ++b) kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, int32_t(len_kv)));
@@ -141,11 +141,16 @@ void fuzz_sdpa_typed(FuzzedDataProvider &in, value_source &src, attn_context *co
     const bool valid = type_valid(q_type) && type_valid(kv_type) && type_valid(out_type);
     const int qt = valid ? q_type : 0, kvt = valid ? kv_type : 0, ot = valid ? out_type : 0;
     const size_t nq = size_t(batch * heads_q * len_q * dim), nkv = size_t(batch * heads_kv * len_kv * dim);
-    const size_t n_out = size_t(batch * heads_q * len_q * (dim + gap));
     guarded_bytes q(nq * type_bytes(qt)), k(nkv * type_bytes(kvt)), v(nkv * type_bytes(kvt));
     fill(q.data(), qt, nq, src, in, specials);
     fill(k.data(), kvt, nkv, src, in, specials);
     fill(v.data(), kvt, nkv, src, in, specials);
+    const bool latent = in.ConsumeIntegralInRange<int>(0, 3) == 0;
+    const int64_t dim_v = latent ? in.ConsumeIntegralInRange<int64_t>(1, dim) : dim;
+    const size_t n_out = size_t(batch * heads_q * len_q * (dim_v + gap));
+    d.dim_v = dim_v;
+    d.out = {heads_q * len_q * (dim_v + gap), len_q * (dim_v + gap), dim_v + gap};
+    const uint8_t *v_rows = latent ? k.data() : v.data();
     const guarded_bytes out_initial(n_out * type_bytes(ot));
     std::vector<float> lse[3];
     std::vector<std::vector<float>> out_f32(3);
@@ -155,7 +160,7 @@ void fuzz_sdpa_typed(FuzzedDataProvider &in, value_source &src, attn_context *co
         guarded_bytes out = out_initial;
         lse[c].assign(size_t(batch * heads_q * len_q), 7.0f);
         d.lse = lse[c].data();
-        status[c] = attn_sdpa(ctx[c], &d, q.data(), k.data(), v.data(), out.data());
+        status[c] = attn_sdpa(ctx[c], &d, q.data(), k.data(), v_rows, out.data());
         FUZZ_CHECK(out.guards_intact(), "sdpa typed: wrote outside out");
         if (!valid) {
             expect_rejected(status[c], "sdpa typed: a type outside the enum was not rejected");
@@ -167,7 +172,7 @@ void fuzz_sdpa_typed(FuzzedDataProvider &in, value_source &src, attn_context *co
         const size_t eb = type_bytes(ot);
         for (size_t r = 0; r < size_t(batch * heads_q * len_q); ++r)
             for (size_t g = 0; g < size_t(gap) * eb; ++g)
-                FUZZ_CHECK(out.data()[(r * size_t(dim + gap) + size_t(dim)) * eb + g] == guard_value,
+                FUZZ_CHECK(out.data()[(r * size_t(dim_v + gap) + size_t(dim_v)) * eb + g] == guard_value,
                            "sdpa typed: wrote into the gap after an output row");
         bits[c].assign(out.data(), out.data() + n_out * eb);
         out_f32[c].resize(n_out);
@@ -196,8 +201,8 @@ void fuzz_sdpa_typed(FuzzedDataProvider &in, value_source &src, attn_context *co
                        (ot == ATTN_DTYPE_BF16 ? 0x1p-7 : ot == ATTN_DTYPE_F16 ? 0x1p-10 : 0.0);
     const double p_rounding = kvt == ATTN_DTYPE_BF16 ? 0x1p-8 : 0.0;
     for (size_t r = 0; r < size_t(batch * heads_q * len_q); ++r)
-        for (size_t x = 0; x < size_t(dim); ++x) {
-            const size_t i = r * size_t(dim + gap) + x;
+        for (size_t x = 0; x < size_t(dim_v); ++x) {
+            const size_t i = r * size_t(dim_v + gap) + x;
             const float a = out_f32[0][i], b = out_f32[1][i];
             FUZZ_CHECK(std::isnan(a) == std::isnan(b), "sdpa typed: NaN placement differs");
             if (!std::isnan(a))
