@@ -70,7 +70,8 @@ inline float reduce_max(const xsimd::batch<float, Arch> &x) {
 // lane, then across the lanes, 15 adds and 30 shuffles on AVX-512 where 16 separate
 // horizontal sums cost several times that. The order of the additions is fixed per ISA.
 template <class Arch>
-inline xsimd::batch<float, Arch> transpose_sum(const xsimd::batch<float, Arch> *a) {
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> transpose_sum(
+    const xsimd::batch<float, Arch> *a) {
     using fbatch = xsimd::batch<float, Arch>;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
         __m512 t[8], u[4], v[2];
