@@ -68,9 +68,11 @@ struct quant_layout {
     bool fold;      // one scale per row, no zero point: times the sum (K), into P (V)
     bool nibbles;   // 4-bit in groups of whole 32-element spans on AVX-512: tables (decode_widen)
     bool e4m3;      // E4M3 folded on AVX-512: codes read as 2^-8 of their values, 2^8 in the scale
+    bool channels;  // scales per channel (within a vector), the same for every key: folded into q
 };
 
-// q rows a 4-bit pass reads reordered (decode_widen::deinterleave_pairs) are at most this long.
+// q rows a pass reads reordered (decode_widen::deinterleave_pairs) or times the scales of the
+// channels are at most this long.
 inline constexpr int64_t max_pair_dim = 512;
 
 // The layout of x's scales for rows of dim elements, spans of `span` elements a 4-bit pass reads.
@@ -85,14 +87,16 @@ quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
     l.nibbles = decode_widen::available<Arch> && E::bits == 4 && group % 32 == 0 && dim % span == 0 &&
                 dim <= max_pair_dim;
     l.e4m3 = decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3 && l.fold;
+    l.channels = !l.by_group && x.scales_shared() && dim <= max_pair_dim;
     return l;
 }
 
 // acc[r * KEYS + k] += lane-wise products of q_r (rows q[r]) and key k over the whole vectors
-// of dim (without the scale where l.fold; 2^-8 of it where l.e4m3).
+// of dim (without the scale where l.fold; 2^-8 of it where l.e4m3; l.channels: q times the
+// channels' scales, the codes less the channels' zero points, zero[c] for element c).
 template <class Arch, class E, int RP, int KEYS>
 inline void key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E> *key,
-                     int64_t dim, int64_t group, xsimd::batch<float, Arch> *acc) {
+                     int64_t dim, int64_t group, const float *zero, xsimd::batch<float, Arch> *acc) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     const auto step = [&](int64_t d, auto &&value) {
@@ -126,6 +130,12 @@ inline void key_dots(const quant_layout &l, const float *const *q, const row_rea
             for (int64_t d = g0; d < g0 + group; d += W)
                 step(d, [&](int k, int64_t c) { return (raw_vector<Arch, E>(key[k].p, c) - zk[k]) * sk[k]; });
         }
+    } else if (l.channels) {
+        for (int64_t d = 0; d + W <= dim; d += W)
+            step(d, [&](int k, int64_t c) {
+                const fbatch raw = raw_vector<Arch, E>(key[k].p, c);
+                return l.zeros ? raw - fbatch::load_aligned(zero + c) : raw;
+            });
     } else {
         for (int64_t d = 0; d + W <= dim; d += W) step(d, [&](int k, int64_t c) { return key[k].vec(c); });
     }
@@ -177,10 +187,20 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     const float *q[RP];
     for (int r = 0; r < RP; ++r) q[r] = qs + (r < R ? r : 0) * dim;
     const quant_layout l = layout_of<Arch, E>(t.k, dim, 32);
-    alignas(64) float qp[decode_widen::available<Arch> && E::bits == 4 ? RP * max_pair_dim : 1];
+    // q reordered in pairs (l.nibbles) or times the channels' scales (l.channels), rows dim apart
+    alignas(64) float qp[RP * max_pair_dim], zero[max_pair_dim];
+    const float *qc[RP];
     if constexpr (decode_widen::available<Arch> && E::bits == 4)
         if (l.nibbles)
             for (int r = 0; r < RP; ++r) decode_widen::deinterleave_pairs<Arch>(q[r], dim, qp + r * dim);
+    if (l.channels) {  // every key has the scales (and zero points) of key 0
+        const float *sc = t.k.scale_row(0), *ze = t.k.zero_row(0);
+        for (int r = 0; r < RP; ++r) {
+            for (int64_t d = 0; d < dim; ++d) qp[r * dim + d] = q[r][d] * sc[d / group];
+            qc[r] = qp + r * dim;
+        }
+        for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
+    }
     const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes were read without
     // K and V rows 16 keys ahead fetched meanwhile, when rows share pages (as the f32 kernel)
     const bool fetch = t.k.ld * core::element_bits(t.k.type) < 4096 * 8 &&
@@ -199,7 +219,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         if (l.nibbles)
             nibble_dots<Arch, E, RP, KEYS>(l, qp, key, dim, group, acc);
         else
-            key_dots<Arch, E, RP, KEYS>(l, q, key, dim, group, acc);
+            key_dots<Arch, E, RP, KEYS>(l, l.channels ? qc : q, key, dim, group, zero, acc);
         bool nan[KEYS] = {};  // an E4M3 row holding the NaN code: its scores are NaN
         if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
             for (int k = 0; l.e4m3 && k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
