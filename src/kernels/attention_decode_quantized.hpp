@@ -112,7 +112,19 @@ inline void key_dots(const quant_layout &l, const float *const *q, const row_rea
     };
     if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3) {
         if (l.e4m3) {
-            for (int64_t d = 0; d < dim; d += W)
+            int64_t d = 0;
+            for (; d + 2 * W <= dim; d += 2 * W)  // 32 codes of a key at a time
+#pragma GCC unroll 16
+                for (int k = 0; k < KEYS; ++k) {
+                    __m512 lo, hi;
+                    decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, d, lo, hi);
+#pragma GCC unroll 4
+                    for (int r = 0; r < RP; ++r) {
+                        const fbatch a = xsimd::fma(fbatch::load_unaligned(q[r] + d), fbatch(lo), acc[r * KEYS + k]);
+                        acc[r * KEYS + k] = xsimd::fma(fbatch::load_unaligned(q[r] + d + W), fbatch(hi), a);
+                    }
+                }
+            for (; d < dim; d += W)
                 step(d, [&](int k, int64_t c) { return fbatch(decode_widen::e4m3_scaled_down<Arch>(key[k].p, c)); });
             return;
         }
@@ -263,8 +275,13 @@ inline void pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64
                 if ((nan_rows >> c) & 1u) {
                     for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W) * fbatch(0x1p-8f);
                 } else {
-#pragma GCC unroll 4
-                    for (int i = 0; i < N; ++i) x[i] = fbatch(decode_widen::e4m3_scaled_down<Arch>(vc.p, (v0 + i) * W));
+#pragma GCC unroll 2
+                    for (int m = 0; m < N / 2; ++m) {
+                        __m512 lo, hi;
+                        decode_widen::e4m3_scaled_down_32<Arch>(vc.p, (v0 + 2 * m) * W, lo, hi);
+                        x[2 * m] = lo;
+                        x[2 * m + 1] = hi;
+                    }
                 }
             }
         } else if constexpr (S == pv_by_group) {

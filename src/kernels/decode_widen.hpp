@@ -7,8 +7,8 @@
 //     VPERMPS (which read an index's low 4 bits) for 32 elements, where nibble masks, unpacking,
 //     sign extension and a conversion took seven instructions for 16. q is read in the same
 //     order (deinterleave_pairs); P V keeps its sums in it and restores the order when storing.
-//   FP8 E4M3: 16 codes as f16 bits holding 2^-8 of their values (VPMOVSXBW, VPSLLW, VPAND,
-//     VCVTPH2PS), the 2^8 folded into the row's scale; the NaN code S.1111.111 reads as a
+//   FP8 E4M3: 32 (or 16) codes as f16 bits holding 2^-8 of their values (VPMOVSXBW, VPSLLW,
+//     VPAND, VCVTPH2PS), the 2^8 folded into the row's scale; the NaN code S.1111.111 reads as a
 //     finite value there, so a row holding one is found first (e4m3_row_has_nan) and read
 //     exactly.
 #pragma once
@@ -96,6 +96,15 @@ inline __m512 e4m3_scaled_down(const uint8_t *row, int64_t c) {
     // bits 13 .. 7; bit 14 cleared leaves the f16 S.0EEEE.MMM0000000
     const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + c)));
     return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(int16_t(0xbf80))));
+}
+
+// The same for codes c .. c+31 as two vectors (the bit work on 32 at once).
+template <class Arch = xsimd::avx512f>
+inline void e4m3_scaled_down_32(const uint8_t *row, int64_t c, __m512 &lo, __m512 &hi) {
+    const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + c)));
+    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(w, 7), _mm512_set1_epi16(int16_t(0xbf80)));
+    lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
 // Whether codes 0 .. n-1 of an E4M3 row hold the NaN code S.1111.111.
