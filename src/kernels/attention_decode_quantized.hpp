@@ -46,7 +46,8 @@ inline float reader_dot(const float *q, const row_reader<Arch, E> &x, int64_t di
 // out[c] = row_reader(x, j + c) for c < n: contiguous rows (and their scales) by stride,
 // without the addressing function's division and type switch per key.
 template <class Arch, class E>
-inline void readers_of(const kv_rows &x, int64_t j, int64_t n, row_reader<Arch, E> *out) {
+__attribute__((always_inline)) inline void readers_of(const kv_rows &x, int64_t j, int64_t n,
+                                                     row_reader<Arch, E> *out) {
     if (x.pages || (E::bits == 4 && x.ld % 2 != 0)) {
         for (int64_t c = 0; c < n; ++c) out[c] = row_reader<Arch, E>(x, j + c);
         return;
@@ -95,11 +96,12 @@ quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
 // of dim (without the scale where l.fold; 2^-8 of it where l.e4m3; l.channels: q times the
 // channels' scales, the codes less the channels' zero points, zero[c] for element c).
 template <class Arch, class E, int RP, int KEYS>
-inline void key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E> *key,
-                     int64_t dim, int64_t group, const float *zero, xsimd::batch<float, Arch> *acc) {
+__attribute__((always_inline)) inline void
+key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E> *key,
+        int64_t dim, int64_t group, const float *zero, xsimd::batch<float, Arch> *acc) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
-    const auto step = [&](int64_t d, auto &&value) {
+    const auto step = [&](int64_t d, auto &&value) __attribute__((always_inline)) {
         fbatch qv[RP];
 #pragma GCC unroll 4
         for (int r = 0; r < RP; ++r) qv[r] = fbatch::load_unaligned(q[r] + d);
@@ -155,8 +157,9 @@ inline void key_dots(const quant_layout &l, const float *const *q, const row_rea
 
 // The same for 4-bit codes by tables (l.nibbles), q's rows reordered in pairs at qp (dim apart).
 template <class Arch, class E, int RP, int KEYS>
-inline void nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *key,
-                        int64_t dim, int64_t group, xsimd::batch<float, Arch> *acc) {
+__attribute__((always_inline)) inline void
+nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *key,
+        int64_t dim, int64_t group, xsimd::batch<float, Arch> *acc) {
     if constexpr (decode_widen::available<Arch> && E::bits == 4) {
         using namespace decode_widen;
         const __m512 values = nibble_values<E, Arch>();
@@ -259,9 +262,10 @@ enum pv_scaling { pv_folded, pv_e4m3, pv_by_group, pv_by_reader, pv_nibbles };
 // group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
 // of the span of vectors v0 + 2 m, v0 + 2 m + 1. An E4M3 row with a bit in nan_rows read exactly.
 template <class Arch, class E, int R, int N, pv_scaling S, int NV>
-inline void pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
-                    int64_t ldp, int64_t v0, const int64_t *gi, uint64_t nan_rows,
-                    xsimd::batch<float, Arch> (&acc)[R][NV]) {
+__attribute__((always_inline)) inline void
+pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
+        int64_t ldp, int64_t v0, const int64_t *gi, uint64_t nan_rows,
+        xsimd::batch<float, Arch> (&acc)[R][NV]) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     for (int64_t c = 0; c < n; ++c) {
@@ -317,8 +321,9 @@ inline void pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64
 
 // acc = o[r][vectors v0 .. v0 + NV) (to_registers) or back, in the pairs' order for nibbles.
 template <class Arch, int R, int NV>
-inline void o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
-                        xsimd::batch<float, Arch> (&acc)[R][NV]) {
+__attribute__((always_inline)) inline void
+o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
+        xsimd::batch<float, Arch> (&acc)[R][NV]) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     for (int r = 0; r < R; ++r) {
@@ -347,9 +352,10 @@ inline void o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, in
 // time in registers, then the last few one at a time, then the columns past the last whole
 // vector one by one. ps: P times each row's scale (l.fold), 64 apart.
 template <class Arch, class E, int R>
-void pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
-                  const float *p, int64_t ldp, const float *ps, uint64_t nan_rows, int64_t dim_v,
-                  int64_t group, float *o, int64_t ldo) {
+__attribute__((always_inline)) inline void
+pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
+        const float *p, int64_t ldp, const float *ps, uint64_t nan_rows, int64_t dim_v,
+        int64_t group, float *o, int64_t ldo) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     constexpr int NV = attention_blocking<Arch>::nv;
