@@ -4,7 +4,7 @@
 // broadcast scale of their group, less its zero point) and used for every row, so the widening
 // is paid once per element, not once per row:
 //   scores: KEYS keys x RP rows of lane-wise dot products at a time (KEYS * RP = W
-//           accumulators), summed across their lanes all at once (transpose_sum);
+//           accumulators), summed across their lanes all at once (transpose_sum_inlined);
 //   P V:    o[r] += p[r][c] v_c over a few vectors of dim_v at a time, o in registers.
 // One scale per row without zero points is folded: one multiply per score for K, into P for V
 // (P times the sub-block's scales once, so that the products broadcast from memory). On
@@ -239,7 +239,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
             for (int k = 0; l.e4m3 && k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
         alignas(64) float sum[W];
-        transpose_sum<Arch>(acc).store_aligned(sum);
+        transpose_sum_inlined<Arch>(acc).store_aligned(sum);
         for (int r = 0; r < R; ++r)
             for (int k = 0; k < KEYS; ++k) {
                 float v = l.fold ? sum[r * KEYS + k] * unit * key[k].sc[0] : sum[r * KEYS + k];
