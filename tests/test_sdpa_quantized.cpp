@@ -159,10 +159,11 @@ std::vector<float> plain_f32(const attn_sdpa_desc &quantized, const problem &p) 
     return out;
 }
 
+// Shape: B 2, Hkv 2, Hq query heads (4 unless given), dims Dk x Dv (64 x 32 unless given).
 problem make_problem(attn_dtype t, granularity g, bool zeros, int64_t len_q, int64_t len_kv,
-                     uint32_t seed) {
+                     uint32_t seed, int64_t Hq = 4, int64_t Dk = 64, int64_t Dv = 32) {
     problem p;
-    const int64_t B = 2, Hq = 4, Hkv = 2, Dk = 64, Dv = 32;
+    const int64_t B = 2, Hkv = 2;
     p.d = make_desc(B, Hq, Hkv, len_q, len_kv, Dk, Dv);
     p.q = random_tensor(size_t(B * Hq * len_q * Dk), seed, -1.0f, 1.0f);
     p.k = make_side(t, g, zeros, B, Hkv, len_kv, Dk, seed + 1);
@@ -267,6 +268,45 @@ TEST_P(sdpa_quantized, every_option) {
             // lse and the weights: the scores' own rounding, no V (a few ulp of their size)
             EXPECT_LE(lse_error(lse, want_lse), 64.0 * FLT_EPSILON) << what;
             EXPECT_LE(max_rel_error(weights, want_weights), 64.0 * FLT_EPSILON) << what;
+        }
+}
+
+// Decoding with rows of 128 (whole blocks of the P V registers: the 4-bit tables, the E4M3
+// reading through f16) and 4 query heads per KV head (the scores' widest blocking), every type
+// per row and per group of 32, the integer types with zero points too.
+TEST_P(sdpa_quantized, decode_long_rows) {
+    uint32_t seed = 5000;
+    for (attn_dtype t : kTypes)
+        for (granularity g : {granularity::per_row, granularity::group32})
+            for (int zeros = 0; zeros < (is_fp8(t) ? 1 : 2); ++zeros) {
+                const problem p = make_problem(t, g, zeros != 0, 1, 77, seed += 3, 8, 128, 128);
+                const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+                EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
+                    << "type " << t << ", " << granularity_name(g) << (zeros ? ", zero points" : "");
+            }
+}
+
+// E4M3's NaN code (S.1111.111) in one K row makes that key's score NaN (so every output of
+// the heads that see it); in one V row, the outputs of that column. The NaNs are where the
+// reference has them, the other values its values at the tolerance of the rule.
+TEST_P(sdpa_quantized, e4m3_nan_codes) {
+    for (int side = 0; side < 2; ++side)
+        for (uint8_t code : {uint8_t(0x7f), uint8_t(0xff)}) {
+            problem p = make_problem(ATTN_DTYPE_FP8_E4M3, granularity::per_row, false, 1, 77, 7000, 8, 128, 128);
+            // batch 1, KV head 0, key 40, element 37
+            (side == 0 ? p.k : p.v).bytes[size_t((2 * 77 + 40) * 128 + 37)] = code;
+            auto ref = make_context(ATTN_IMPL_REFERENCE);
+            const std::vector<float> want = run(ref.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+            const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+            size_t nans = 0;
+            for (size_t i = 0; i < want.size(); ++i) {
+                nans += std::isnan(want[i]) ? 1 : 0;
+                ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << "side " << side << ", output " << i;
+                if (!std::isnan(want[i]))
+                    EXPECT_LE(std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i])), 2.0 * tolerance(p)) << i;
+            }
+            // K: the 4 heads of KV head 0 of batch 1, every column; V: their column 37
+            EXPECT_EQ(nans, side == 0 ? size_t(4 * 128) : size_t(4)) << "side " << side;
         }
 }
 

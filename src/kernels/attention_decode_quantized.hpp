@@ -4,21 +4,26 @@
 // broadcast scale of their group, less its zero point) and used for every row, so the widening
 // is paid once per element, not once per row:
 //   scores: KEYS keys x RP rows of lane-wise dot products at a time (KEYS * RP = W
-//           accumulators), summed across their lanes all at once (transpose_sum);
+//           accumulators), summed across their lanes all at once (transpose_sum_inlined);
 //   P V:    o[r] += p[r][c] v_c over a few vectors of dim_v at a time, o in registers.
-// One scale per row without zero points is folded: one multiply per score for K, into P for V.
+// One scale per row without zero points is folded: one multiply per score for K, into P for V
+// (P times the sub-block's scales once, so that the products broadcast from memory). On
+// AVX-512, 4-bit codes are read through 16-entry tables (each group's scale and zero point in
+// its table) and E4M3 codes through f16 with 2^8 folded into the scale (decode_widen.hpp).
 // K and V rows 16 keys ahead are prefetched.
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
 
 #include <cstdint>
+#include <limits>
 
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_micro.hpp"
 #include "kernels/attention_pack.hpp"
+#include "kernels/decode_widen.hpp"
 #include "kernels/row_reader.hpp"
 #include "kernels/vec_math.hpp"
 
@@ -38,7 +43,154 @@ inline float reader_dot(const float *q, const row_reader<Arch, E> &x, int64_t di
     return sum;
 }
 
-// s[r * lds + c] = q_r . k_{j0 + c} for r < R, c in [lo, hi), rows dim apart at qs.
+// out[c] = row_reader(x, j + c) for c < n: contiguous rows (and their scales) by stride,
+// without the addressing function's division and type switch per key.
+template <class Arch, class E>
+__attribute__((always_inline)) inline void readers_of(const kv_rows &x, int64_t j, int64_t n,
+                                                     row_reader<Arch, E> *out) {
+    if (x.pages || (E::bits == 4 && x.ld % 2 != 0)) {
+        for (int64_t c = 0; c < n; ++c) out[c] = row_reader<Arch, E>(x, j + c);
+        return;
+    }
+    const row_reader<Arch, E> first(x, j);
+    const int64_t row_bytes = x.ld * E::bits / 8, stride = x.scales.row_stride;
+    for (int64_t c = 0; c < n; ++c) {
+        out[c] = first;
+        out[c].p = first.p + c * row_bytes;
+        out[c].sc = first.sc + c * stride;
+        if (first.ze) out[c].ze = first.ze + c * stride;
+    }
+}
+
+// How a pass meets the scales of the K (or V) rows it reads.
+struct quant_layout {
+    bool by_group;  // a scale (and zero point) per whole vectors, loaded once per group
+    bool zeros;     // zero points
+    bool fold;      // one scale per row, no zero point: times the sum (K), into P (V)
+    bool nibbles;   // 4-bit in groups of whole 32-element spans on AVX-512: tables (decode_widen)
+    bool e4m3;      // E4M3 folded on AVX-512: codes read as 2^-8 of their values, 2^8 in the scale
+    bool channels;  // scales per channel (within a vector), the same for every key: folded into q
+};
+
+// q rows a pass reads reordered (decode_widen::deinterleave_pairs) or times the scales of the
+// channels are at most this long.
+inline constexpr int64_t max_pair_dim = 512;
+
+// The layout of x's scales for rows of dim elements, spans of `span` elements a 4-bit pass reads.
+template <class Arch, class E>
+quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
+    constexpr int W = int(xsimd::batch<float, Arch>::size);
+    quant_layout l;
+    const int64_t group = x.scales.group;
+    l.by_group = group % W == 0;
+    l.zeros = E::has_zero && x.scales.zero;
+    l.fold = l.by_group && group == dim && !l.zeros;
+    l.nibbles = decode_widen::available<Arch> && E::bits == 4 && group % 32 == 0 && dim % span == 0 &&
+                dim <= max_pair_dim;
+    l.e4m3 = decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3 && l.fold;
+    l.channels = !l.by_group && x.scales_shared() && dim <= max_pair_dim;
+    return l;
+}
+
+// acc[r * KEYS + k] += lane-wise products of q_r (rows q[r]) and key k over the whole vectors
+// of dim (without the scale where l.fold; 2^-8 of it where l.e4m3; l.channels: q times the
+// channels' scales, the codes less the channels' zero points, zero[c] for element c).
+template <class Arch, class E, int RP, int KEYS>
+__attribute__((always_inline)) inline void
+key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E> *key,
+        int64_t dim, int64_t group, const float *zero, xsimd::batch<float, Arch> *acc) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = int(fbatch::size);
+    const auto step = [&](int64_t d, auto &&value) __attribute__((always_inline)) {
+        fbatch qv[RP];
+#pragma GCC unroll 4
+        for (int r = 0; r < RP; ++r) qv[r] = fbatch::load_unaligned(q[r] + d);
+#pragma GCC unroll 16
+        for (int k = 0; k < KEYS; ++k) {
+            const fbatch x = value(k, d);
+#pragma GCC unroll 4
+            for (int r = 0; r < RP; ++r) acc[r * KEYS + k] = xsimd::fma(qv[r], x, acc[r * KEYS + k]);
+        }
+    };
+    if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3) {
+        if (l.e4m3) {
+            int64_t d = 0;
+            for (; d + 2 * W <= dim; d += 2 * W)  // 32 codes of a key at a time
+#pragma GCC unroll 16
+                for (int k = 0; k < KEYS; ++k) {
+                    __m512 lo, hi;
+                    decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, d, lo, hi);
+#pragma GCC unroll 4
+                    for (int r = 0; r < RP; ++r) {
+                        const fbatch a = xsimd::fma(fbatch::load_unaligned(q[r] + d), fbatch(lo), acc[r * KEYS + k]);
+                        acc[r * KEYS + k] = xsimd::fma(fbatch::load_unaligned(q[r] + d + W), fbatch(hi), a);
+                    }
+                }
+            for (; d < dim; d += W)
+                step(d, [&](int k, int64_t c) { return fbatch(decode_widen::e4m3_scaled_down<Arch>(key[k].p, c)); });
+            return;
+        }
+    }
+    if (l.fold) {  // the codes' dot products; the scale after the sum
+        for (int64_t d = 0; d < dim; d += W)
+            step(d, [&](int k, int64_t c) { return raw_vector<Arch, E>(key[k].p, c); });
+    } else if (l.by_group) {  // a scale (and zero point) per group of whole vectors
+        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
+            fbatch sk[KEYS], zk[KEYS];
+            for (int k = 0; k < KEYS; ++k) {
+                sk[k] = fbatch(key[k].sc[gi]);
+                zk[k] = l.zeros ? fbatch(key[k].ze[gi]) : fbatch(0.0f);
+            }
+            for (int64_t d = g0; d < g0 + group; d += W)
+                step(d, [&](int k, int64_t c) { return (raw_vector<Arch, E>(key[k].p, c) - zk[k]) * sk[k]; });
+        }
+    } else if (l.channels) {
+        for (int64_t d = 0; d + W <= dim; d += W)
+            step(d, [&](int k, int64_t c) {
+                const fbatch raw = raw_vector<Arch, E>(key[k].p, c);
+                return l.zeros ? raw - fbatch::load_aligned(zero + c) : raw;
+            });
+    } else {
+        for (int64_t d = 0; d + W <= dim; d += W) step(d, [&](int k, int64_t c) { return key[k].vec(c); });
+    }
+}
+
+// The same for 4-bit codes by tables (l.nibbles), q's rows reordered in pairs at qp (dim apart).
+template <class Arch, class E, int RP, int KEYS>
+__attribute__((always_inline)) inline void
+nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *key,
+        int64_t dim, int64_t group, xsimd::batch<float, Arch> *acc) {
+    if constexpr (decode_widen::available<Arch> && E::bits == 4) {
+        using namespace decode_widen;
+        const __m512 values = nibble_values<E, Arch>();
+        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
+            __m512 table[KEYS];
+            for (int k = 0; k < KEYS; ++k)
+                table[k] = group_table<Arch>(values, !l.fold, key[k].sc, l.zeros ? key[k].ze : nullptr, gi);
+            for (int64_t d = g0; d < g0 + group; d += 32) {
+                __m512 qe[RP], qo[RP];
+#pragma GCC unroll 4
+                for (int r = 0; r < RP; ++r) {
+                    qe[r] = _mm512_load_ps(qp + r * dim + d);
+                    qo[r] = _mm512_load_ps(qp + r * dim + d + 16);
+                }
+#pragma GCC unroll 16
+                for (int k = 0; k < KEYS; ++k) {
+                    const __m512i pairs = nibble_pairs<Arch>(key[k].p, d);
+                    const __m512 xe = even_values<Arch>(pairs, table[k]), xo = odd_values<Arch>(pairs, table[k]);
+#pragma GCC unroll 4
+                    for (int r = 0; r < RP; ++r) {
+                        __m512 a = _mm512_fmadd_ps(qe[r], xe, acc[r * KEYS + k]);
+                        acc[r * KEYS + k] = _mm512_fmadd_ps(qo[r], xo, a);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// s[r * lds + c] = q_r . k_{j0 + c} for r < R, c in [lo, hi), rows dim apart at qs: KEYS keys
+// x RP rows of lane-wise dot products at a time (KEYS * RP = W accumulators).
 template <class Arch, class E, int R>
 void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, int64_t hi,
                          int64_t j0, float *s, int64_t lds) {
@@ -46,15 +198,25 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     constexpr int W = int(fbatch::size);
     constexpr int RP = R == 3 ? 4 : R;  // rows padded to a power of two (a copy of row 0)
     constexpr int KEYS = W / RP;
-    const int64_t dim = t.dim_qk, dim_vec = dim / W * W;
+    const int64_t dim = t.dim_qk, dim_vec = dim / W * W, group = t.k.scales.group;
     const float *q[RP];
     for (int r = 0; r < RP; ++r) q[r] = qs + (r < R ? r : 0) * dim;
-    // scales per whole vectors (per row, per group of a multiple of W): taken per group
-    const int64_t group = t.k.scales.group;
-    const bool by_group = group % W == 0;
-    const bool zeros = E::has_zero && t.k.scales.zero;
-    // one scale per row and no zero point: q . (s k) = s (q . k), one multiply per score
-    const bool fold = by_group && group == dim && !zeros;
+    const quant_layout l = layout_of<Arch, E>(t.k, dim, 32);
+    // q reordered in pairs (l.nibbles) or times the channels' scales (l.channels), rows dim apart
+    alignas(64) float qp[RP * max_pair_dim], zero[max_pair_dim];
+    const float *qc[RP];
+    if constexpr (decode_widen::available<Arch> && E::bits == 4)
+        if (l.nibbles)
+            for (int r = 0; r < RP; ++r) decode_widen::deinterleave_pairs<Arch>(q[r], dim, qp + r * dim);
+    if (l.channels) {  // every key has the scales (and zero points) of key 0
+        const float *sc = t.k.scale_row(0), *ze = t.k.zero_row(0);
+        for (int r = 0; r < RP; ++r) {
+            for (int64_t d = 0; d < dim; ++d) qp[r * dim + d] = q[r][d] * sc[d / group];
+            qc[r] = qp + r * dim;
+        }
+        for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
+    }
+    const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes were read without
     // K and V rows 16 keys ahead fetched meanwhile, when rows share pages (as the f32 kernel)
     const bool fetch = t.k.ld * core::element_bits(t.k.type) < 4096 * 8 &&
                        t.v.ld * core::element_bits(t.v.type) < 4096 * 8;
@@ -65,63 +227,24 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
             attention_detail::prefetch_row<Arch, false>(t.v.row(j0 + c + 16 + k), t.v.type, 0, t.dim_v);
         }
         row_reader<Arch, E> key[KEYS];
-        for (int k = 0; k < KEYS; ++k) key[k] = row_reader<Arch, E>(t.k, j0 + c + k);
+        readers_of<Arch, E>(t.k, j0 + c, KEYS, key);
         fbatch acc[W];
 #pragma GCC unroll 16
         for (int i = 0; i < W; ++i) acc[i] = fbatch(0.0f);
-        if (by_group) {  // a scale (and zero point) per whole vectors: loaded once per group
-            for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
-                fbatch sk[KEYS], zk[KEYS];
-                for (int k = 0; k < KEYS; ++k) {
-                    sk[k] = fbatch(fold ? 1.0f : key[k].sc[gi]);
-                    zk[k] = zeros ? fbatch(key[k].ze[gi]) : fbatch(0.0f);
-                }
-                if (fold) {  // the codes' dot products; the scale after the sum
-                    for (int64_t d = g0; d < g0 + group; d += W) {
-                        fbatch qv[RP];
-#pragma GCC unroll 4
-                        for (int r = 0; r < RP; ++r) qv[r] = fbatch::load_unaligned(q[r] + d);
-#pragma GCC unroll 16
-                        for (int k = 0; k < KEYS; ++k) {
-                            const fbatch x = raw_vector<Arch, E>(key[k].p, d);
-#pragma GCC unroll 4
-                            for (int r = 0; r < RP; ++r) acc[r * KEYS + k] = xsimd::fma(qv[r], x, acc[r * KEYS + k]);
-                        }
-                    }
-                    continue;
-                }
-                for (int64_t d = g0; d < g0 + group; d += W) {
-                    fbatch qv[RP];
-#pragma GCC unroll 4
-                    for (int r = 0; r < RP; ++r) qv[r] = fbatch::load_unaligned(q[r] + d);
-#pragma GCC unroll 16
-                    for (int k = 0; k < KEYS; ++k) {
-                        const fbatch x = (raw_vector<Arch, E>(key[k].p, d) - zk[k]) * sk[k];
-#pragma GCC unroll 4
-                        for (int r = 0; r < RP; ++r) acc[r * KEYS + k] = xsimd::fma(qv[r], x, acc[r * KEYS + k]);
-                    }
-                }
-            }
-        } else {
-            for (int64_t d = 0; d < dim_vec; d += W) {
-                fbatch qv[RP];
-#pragma GCC unroll 4
-                for (int r = 0; r < RP; ++r) qv[r] = fbatch::load_unaligned(q[r] + d);
-#pragma GCC unroll 16
-                for (int k = 0; k < KEYS; ++k) {
-                    const fbatch x = key[k].vec(d);
-#pragma GCC unroll 4
-                    for (int r = 0; r < RP; ++r) acc[r * KEYS + k] = xsimd::fma(qv[r], x, acc[r * KEYS + k]);
-                }
-            }
-        }
+        if (l.nibbles)
+            nibble_dots<Arch, E, RP, KEYS>(l, qp, key, dim, group, acc);
+        else
+            key_dots<Arch, E, RP, KEYS>(l, l.channels ? qc : q, key, dim, group, zero, acc);
+        bool nan[KEYS] = {};  // an E4M3 row holding the NaN code: its scores are NaN
+        if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
+            for (int k = 0; l.e4m3 && k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
         alignas(64) float sum[W];
-        transpose_sum<Arch>(acc).store_aligned(sum);
+        transpose_sum_inlined<Arch>(acc).store_aligned(sum);
         for (int r = 0; r < R; ++r)
             for (int k = 0; k < KEYS; ++k) {
-                float v = fold ? sum[r * KEYS + k] * key[k].sc[0] : sum[r * KEYS + k];
+                float v = l.fold ? sum[r * KEYS + k] * unit * key[k].sc[0] : sum[r * KEYS + k];
                 for (int64_t d = dim_vec; d < dim; ++d) v += q[r][d] * key[k].one(d);
-                s[r * lds + c + k] = v;
+                s[r * lds + c + k] = nan[k] ? std::numeric_limits<float>::quiet_NaN() : v;
             }
     }
     for (; c < hi; ++c) {
@@ -130,31 +253,58 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     }
 }
 
-// How a V vector meets its scale: folded into P (one scale per row, no zero point), per
-// group of whole vectors, or by the row reader (any other layout).
-enum pv_scaling { pv_folded, pv_by_group, pv_by_reader };
+// How a V vector meets its scale: folded into P (one scale per row, no zero point; E4M3 read
+// as 2^-8 of its values, 2^8 in P too), per group of whole vectors, by the row reader (any
+// other layout), or by 4-bit tables (spans of 32 in pairs, decode_widen).
+enum pv_scaling { pv_folded, pv_e4m3, pv_by_group, pv_by_reader, pv_nibbles };
 
-// acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c in [k0, k1) (V rows val[c - k0],
-// vector group gi[i]) and i < N.
+// acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
+// group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
+// of the span of vectors v0 + 2 m, v0 + 2 m + 1. An E4M3 row with a bit in nan_rows read exactly.
 template <class Arch, class E, int R, int N, pv_scaling S, int NV>
-inline void pv_keys(const row_reader<Arch, E> *val, int64_t k0, int64_t k1, const float *p,
-                    int64_t ldp, int64_t v0, const int64_t *gi, bool zeros,
-                    xsimd::batch<float, Arch> (&acc)[R][NV]) {
+__attribute__((always_inline)) inline void
+pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
+        int64_t ldp, int64_t v0, const int64_t *gi, uint64_t nan_rows,
+        xsimd::batch<float, Arch> (&acc)[R][NV]) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
-    for (int64_t c = k0; c < k1; ++c) {
-        const row_reader<Arch, E> &vc = val[c - k0];
+    for (int64_t c = 0; c < n; ++c) {
+        const row_reader<Arch, E> &vc = val[c];
         fbatch x[N];
-        float p_scale = 1.0f;
         if constexpr (S == pv_folded) {
-            p_scale = vc.sc[0];
 #pragma GCC unroll 4
             for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
+        } else if constexpr (S == pv_e4m3) {
+            if constexpr (decode_widen::available<Arch>) {
+                if ((nan_rows >> c) & 1u) {
+                    for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W) * fbatch(0x1p-8f);
+                } else {
+#pragma GCC unroll 2
+                    for (int m = 0; m < N / 2; ++m) {
+                        __m512 lo, hi;
+                        decode_widen::e4m3_scaled_down_32<Arch>(vc.p, (v0 + 2 * m) * W, lo, hi);
+                        x[2 * m] = lo;
+                        x[2 * m + 1] = hi;
+                    }
+                }
+            }
         } else if constexpr (S == pv_by_group) {
 #pragma GCC unroll 4
             for (int i = 0; i < N; ++i) {
                 const fbatch raw = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
-                x[i] = (zeros ? raw - fbatch(vc.ze[gi[i]]) : raw) * fbatch(vc.sc[gi[i]]);
+                x[i] = (l.zeros ? raw - fbatch(vc.ze[gi[i]]) : raw) * fbatch(vc.sc[gi[i]]);
+            }
+        } else if constexpr (S == pv_nibbles) {
+            if constexpr (decode_widen::available<Arch> && E::bits == 4) {
+                using namespace decode_widen;
+#pragma GCC unroll 2
+                for (int m = 0; m < N / 2; ++m) {
+                    const __m512 table = group_table<Arch>(nibble_values<E, Arch>(), !l.fold, vc.sc,
+                                                     l.zeros ? vc.ze : nullptr, gi[2 * m]);
+                    const __m512i pairs = nibble_pairs<Arch>(vc.p, (v0 + 2 * m) * W);
+                    x[2 * m] = even_values<Arch>(pairs, table);
+                    x[2 * m + 1] = odd_values<Arch>(pairs, table);
+                }
             }
         } else {
 #pragma GCC unroll 4
@@ -162,64 +312,114 @@ inline void pv_keys(const row_reader<Arch, E> *val, int64_t k0, int64_t k1, cons
         }
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
-            const fbatch pr(p[r * ldp + c] * p_scale);
+            const fbatch pr(p[r * ldp + c]);
 #pragma GCC unroll 4
             for (int i = 0; i < N; ++i) acc[r][i] = xsimd::fma(pr, x[i], acc[r][i]);
         }
     }
 }
 
+// acc = o[r][vectors v0 .. v0 + NV) (to_registers) or back, in the pairs' order for nibbles.
+template <class Arch, int R, int NV>
+__attribute__((always_inline)) inline void
+o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
+        xsimd::batch<float, Arch> (&acc)[R][NV]) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = int(fbatch::size);
+    for (int r = 0; r < R; ++r) {
+        float *at = o + r * ldo + v0 * W;
+#pragma GCC unroll 4
+        for (int i = 0; i < NV; ++i)
+            if (to_registers) acc[r][i] = fbatch::load_unaligned(at + i * W);
+        if constexpr (decode_widen::available<Arch> && NV % 2 == 0) {
+            if (pairs)
+#pragma GCC unroll 2
+                for (int m = 0; m < NV / 2; ++m) {
+                    __m512 a, b;
+                    if (to_registers) decode_widen::deinterleave_pair<Arch>(acc[r][2 * m], acc[r][2 * m + 1], a, b);
+                    else decode_widen::interleave_pair<Arch>(acc[r][2 * m], acc[r][2 * m + 1], a, b);
+                    acc[r][2 * m] = a;
+                    acc[r][2 * m + 1] = b;
+                }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NV; ++i)
+            if (!to_registers) acc[r][i].store_unaligned(at + i * W);
+    }
+}
+
+// o[r] += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R over dim_v: NV vectors at a
+// time in registers, then the last few one at a time, then the columns past the last whole
+// vector one by one. ps: P times each row's scale (l.fold), 64 apart.
+template <class Arch, class E, int R>
+__attribute__((always_inline)) inline void
+pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
+        const float *p, int64_t ldp, const float *ps, uint64_t nan_rows, int64_t dim_v,
+        int64_t group, float *o, int64_t ldo) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = int(fbatch::size);
+    constexpr int NV = attention_blocking<Arch>::nv;
+    const int64_t vectors = dim_v / W;
+    int64_t v0 = 0;
+    for (; v0 + NV <= vectors; v0 += NV) {
+        fbatch acc[R][NV];
+        o_registers<Arch, R, NV>(true, l.nibbles, o, ldo, v0, acc);
+        int64_t gi[NV];  // the group of each vector (by_group)
+        for (int i = 0; i < NV; ++i) gi[i] = l.by_group ? (v0 + i) * W / group : 0;
+        if (l.nibbles)
+            pv_keys<Arch, E, R, NV, pv_nibbles>(l, val, n, l.fold ? ps : p, l.fold ? 64 : ldp, v0, gi, 0, acc);
+        else if (l.e4m3)
+            pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc);
+        else if (l.fold)
+            pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc);
+        else if (l.by_group)
+            pv_keys<Arch, E, R, NV, pv_by_group>(l, val, n, p, ldp, v0, gi, 0, acc);
+        else
+            pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc);
+        o_registers<Arch, R, NV>(false, l.nibbles, o, ldo, v0, acc);
+    }
+    for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
+        fbatch one[R][1];
+        for (int r = 0; r < R; ++r) one[r][0] = fbatch::load_unaligned(o + r * ldo + v0 * W);
+        pv_keys<Arch, E, R, 1, pv_by_reader>(l, val, n, p, ldp, v0, nullptr, 0, one);
+        for (int r = 0; r < R; ++r) one[r][0].store_unaligned(o + r * ldo + v0 * W);
+    }
+    for (int64_t d = vectors * W; d < dim_v; ++d)
+        for (int r = 0; r < R; ++r) {
+            float acc = o[r * ldo + d];
+            for (int64_t c = 0; c < n; ++c) acc += p[r * ldp + c] * val[c].one(d);
+            o[r * ldo + d] = acc;
+        }
+}
+
 // o[r] = o[r] rescale[r] + sum_{c in [lo, hi)} p[r * ldp + c] v_{j0 + c} for r < R (o rows
-// ldo apart), in sub-blocks of `keys` whose V rows stay in L1 across dim_v; a few vectors of
-// o stay in registers over a sub-block, the columns past the last whole vector one by one.
+// ldo apart), in sub-blocks of `keys` (at most 64) whose V rows stay in L1 across dim_v.
 template <class Arch, class E, int R>
 void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0, const float *p,
                      int64_t ldp, float *o, int64_t ldo, const float *rescale, int64_t keys) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
-    constexpr int NV = attention_blocking<Arch>::nv;
-    const int64_t dim_v = t.dim_v, vectors = dim_v / W;
-    const int64_t group = t.v.scales.group;
-    const bool by_group = group % W == 0;
-    const bool zeros = E::has_zero && t.v.scales.zero;
-    // one scale per row and no zero point: p (s v) = (p s) v, the scale folded into P
-    const bool fold = by_group && group == dim_v && !zeros;
+    const int64_t dim_v = t.dim_v;
+    const quant_layout l = layout_of<Arch, E>(t.v, dim_v, 2 * W);
+    const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes are read without
     for (int r = 0; r < R; ++r)
         for (int64_t d = 0; d < dim_v; ++d) o[r * ldo + d] *= rescale[r];
     row_reader<Arch, E> val[64];
+    alignas(64) float ps[R][64], scale[64];
     for (int64_t k0 = lo; k0 < hi; k0 += keys) {
-        const int64_t k1 = k0 + keys < hi ? k0 + keys : hi;
-        for (int64_t c = k0; c < k1; ++c) val[c - k0] = row_reader<Arch, E>(t.v, j0 + c);
-        for (int64_t v0 = 0; v0 < vectors; v0 += NV) {
-            const int nv = int(vectors - v0 < NV ? vectors - v0 : NV);
-            fbatch acc[R][NV];
-            for (int r = 0; r < R; ++r)
-                for (int i = 0; i < NV; ++i)
-                    acc[r][i] = i < nv ? fbatch::load_unaligned(o + r * ldo + (v0 + i) * W) : fbatch(0.0f);
-            int64_t gi[NV];  // the group of each vector (by_group)
-            for (int i = 0; i < NV; ++i) gi[i] = by_group ? (v0 + i) * W / group : 0;
-            if (nv == NV && fold)
-                pv_keys<Arch, E, R, NV, pv_folded>(val, k0, k1, p, ldp, v0, gi, zeros, acc);
-            else if (nv == NV && by_group)
-                pv_keys<Arch, E, R, NV, pv_by_group>(val, k0, k1, p, ldp, v0, gi, zeros, acc);
-            else if (nv == NV)
-                pv_keys<Arch, E, R, NV, pv_by_reader>(val, k0, k1, p, ldp, v0, gi, zeros, acc);
-            else  // the last few vectors, one at a time
-                for (int i = 0; i < nv; ++i) {
-                    fbatch one[R][NV];
-                    for (int r = 0; r < R; ++r) one[r][0] = acc[r][i];
-                    pv_keys<Arch, E, R, 1, pv_by_reader>(val, k0, k1, p, ldp, v0 + i, gi, zeros, one);
-                    for (int r = 0; r < R; ++r) acc[r][i] = one[r][0];
-                }
-            for (int r = 0; r < R; ++r)
-                for (int i = 0; i < nv; ++i) acc[r][i].store_unaligned(o + r * ldo + (v0 + i) * W);
+        const int64_t n = k0 + keys < hi ? keys : hi - k0;
+        uint64_t nan_rows = 0;
+        readers_of<Arch, E>(t.v, j0 + k0, n, val);
+        for (int64_t c = 0; c < n; ++c) {
+            if (l.fold) scale[c] = val[c].sc[0];
+            if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
+                if (l.e4m3 && decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) nan_rows |= uint64_t(1) << c;
         }
-        for (int64_t d = vectors * W; d < dim_v; ++d)
-            for (int r = 0; r < R; ++r) {
-                float acc = o[r * ldo + d];
-                for (int64_t c = k0; c < k1; ++c) acc += p[r * ldp + c] * val[c - k0].one(d);
-                o[r * ldo + d] = acc;
-            }
+        if (l.fold)  // p (s v) = (p s) v: the products p s as the old per-key ones, times 2^8 (E4M3)
+            for (int r = 0; r < R; ++r)
+                for (int64_t c = 0; c < n; ++c) ps[r][c] = p[r * ldp + k0 + c] * scale[c] * unit;
+        pv_sub_block<Arch, E, R>(l, val, n, p + k0, ldp, ps[0], nan_rows, dim_v, t.v.scales.group,
+                                 o, ldo);
     }
 }
 

@@ -69,8 +69,11 @@ inline float reduce_max(const xsimd::batch<float, Arch> &x) {
 // (W = lanes of the batch). A transposing reduction: pairs, then quads within each 128-bit
 // lane, then across the lanes, 15 adds and 30 shuffles on AVX-512 where 16 separate
 // horizontal sums cost several times that. The order of the additions is fixed per ISA.
+// (transpose_sum_inlined: the same, always inlined, for callers whose accumulators must stay
+// in registers; transpose_sum leaves the choice to the compiler.)
 template <class Arch>
-inline xsimd::batch<float, Arch> transpose_sum(const xsimd::batch<float, Arch> *a) {
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> transpose_sum_inlined(
+    const xsimd::batch<float, Arch> *a) {
     using fbatch = xsimd::batch<float, Arch>;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
         __m512 t[8], u[4], v[2];
@@ -99,6 +102,11 @@ inline xsimd::batch<float, Arch> transpose_sum(const xsimd::batch<float, Arch> *
         for (size_t n = 0; n < fbatch::size; ++n) sums[n] = reduce_add<Arch>(a[n]);
         return fbatch::load_aligned(sums);
     }
+}
+
+template <class Arch>
+inline xsimd::batch<float, Arch> transpose_sum(const xsimd::batch<float, Arch> *a) {
+    return transpose_sum_inlined<Arch>(a);
 }
 
 // max(lo, min(hi, x)), and NaN when x is NaN: x86 min/max return their second operand when

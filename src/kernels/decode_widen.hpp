@@ -1,0 +1,126 @@
+// Widenings of quantized codes for the decode passes on AVX-512 (attention_decode_quantized.hpp),
+// cheaper than row_reader's raw_vector where the pass can absorb an order of the elements or a
+// power of two (row_reader's stay the definition; these give the same values):
+//   4-bit: 32 codes (16 bytes) at a time as two vectors, the even elements (low nibbles) and
+//     the odd ones (high nibbles), each code looked up in a 16-entry table of its values, the
+//     table already less its group's zero point and times its scale: VPMOVZXBD, VPSRLD and two
+//     VPERMPS (which read an index's low 4 bits) for 32 elements, where nibble masks, unpacking,
+//     sign extension and a conversion took seven instructions for 16. q is read in the same
+//     order (deinterleave_pairs); P V keeps its sums in it and restores the order when storing.
+//   FP8 E4M3: 32 (or 16) codes as f16 bits holding 2^-8 of their values (VPMOVSXBW, VPSLLW,
+//     VPAND, VCVTPH2PS), the 2^8 folded into the row's scale; the NaN code S.1111.111 reads as a
+//     finite value there, so a row holding one is found first (e4m3_row_has_nan) and read
+//     exactly.
+#pragma once
+
+#include "kernels/isa_namespace.hpp"
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "core/formats.hpp"
+
+ATTN_KERNELS_BEGIN
+namespace decode_widen {
+
+// (The helpers are templates so that translation units without AVX-512 never form their
+// types: only the AVX-512 instances call them.)
+template <class Arch>
+inline constexpr bool available = std::is_base_of_v<xsimd::avx512f, Arch>;
+
+// The values of the 16 nibble codes of a 4-bit format (I4: two's complement).
+template <class E, class Arch = xsimd::avx512f>
+inline __m512 nibble_values() {
+    if constexpr (E::type == ATTN_DTYPE_I4)
+        return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+    else
+        return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+// A group's table: (value - zero) * scale, the arithmetic row_reader does per element.
+template <class Arch = xsimd::avx512f>
+inline __m512 group_table(__m512 values, bool scaled, const float *sc, const float *ze, int64_t g) {
+    if (!scaled) return values;
+    const __m512 x = ze ? _mm512_sub_ps(values, _mm512_set1_ps(ze[g])) : values;
+    return _mm512_mul_ps(x, _mm512_set1_ps(sc[g]));
+}
+
+// The 16 bytes of codes c .. c+31 (c even) as 16 indices, the low nibble of each lane's byte
+// being element c + 2 lane; shifted right by 4, element c + 2 lane + 1.
+template <class Arch = xsimd::avx512f>
+inline __m512i nibble_pairs(const uint8_t *row, int64_t c) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + c / 2)));
+}
+template <class Arch = xsimd::avx512f>
+inline __m512 even_values(__m512i pairs, __m512 table) { return _mm512_permutexvar_ps(pairs, table); }
+template <class Arch = xsimd::avx512f>
+inline __m512 odd_values(__m512i pairs, __m512 table) {
+    return _mm512_permutexvar_ps(_mm512_srli_epi32(pairs, 4), table);
+}
+
+// out[d .. d+32) = the even elements of x[d .. d+32), then its odd ones, for d < n (n % 32 == 0).
+template <class Arch = xsimd::avx512f>
+inline void deinterleave_pairs(const float *x, int64_t n, float *out) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int64_t d = 0; d < n; d += 32) {
+        const __m512 a = _mm512_loadu_ps(x + d), b = _mm512_loadu_ps(x + d + 16);
+        _mm512_storeu_ps(out + d, _mm512_permutex2var_ps(a, even, b));
+        _mm512_storeu_ps(out + d + 16, _mm512_permutex2var_ps(a, odd, b));
+    }
+}
+// The inverse for one 32-element span: lo, hi = elements 0..15, 16..31 of (even, odd).
+template <class Arch = xsimd::avx512f>
+inline void interleave_pair(__m512 even, __m512 odd, __m512 &lo, __m512 &hi) {
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    lo = _mm512_permutex2var_ps(even, first, odd);
+    hi = _mm512_permutex2var_ps(even, second, odd);
+}
+template <class Arch = xsimd::avx512f>
+inline void deinterleave_pair(__m512 lo, __m512 hi, __m512 &even, __m512 &odd) {
+    const __m512i e = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i o = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    even = _mm512_permutex2var_ps(lo, e, hi);
+    odd = _mm512_permutex2var_ps(lo, o, hi);
+}
+
+// E4M3 codes c .. c+15 times 2^-8, exact (f16 normals and subnormals); NaN codes read finite.
+template <class Arch = xsimd::avx512f>
+inline __m512 e4m3_scaled_down(const uint8_t *row, int64_t c) {
+    // sign-extended and shifted left 7: the sign in bits 15 and 14, exponent and mantissa in
+    // bits 13 .. 7; bit 14 cleared leaves the f16 S.0EEEE.MMM0000000
+    const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + c)));
+    return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(int16_t(0xbf80))));
+}
+
+// The same for codes c .. c+31 as two vectors (the bit work on 32 at once).
+template <class Arch = xsimd::avx512f>
+inline void e4m3_scaled_down_32(const uint8_t *row, int64_t c, __m512 &lo, __m512 &hi) {
+    const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + c)));
+    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(w, 7), _mm512_set1_epi16(int16_t(0xbf80)));
+    lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+}
+
+// Whether codes 0 .. n-1 of an E4M3 row hold the NaN code S.1111.111.
+template <class Arch = xsimd::avx512f>
+inline bool e4m3_row_has_nan(const uint8_t *row, int64_t n) {
+    const __m512i low7 = _mm512_set1_epi8(0x7f);
+    __mmask64 any = 0;
+    int64_t c = 0;
+    for (; c + 64 <= n; c += 64)
+        any |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_loadu_si512(row + c), low7), low7);
+    if (c < n) {
+        const __m512i x = _mm512_maskz_loadu_epi8(~__mmask64(0) >> (64 - (n - c)), row + c);
+        any |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(x, low7), low7);
+    }
+    return any != 0;
+}
+
+}  // namespace decode_widen
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE
