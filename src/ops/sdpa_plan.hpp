@@ -29,7 +29,9 @@ struct plan_kernels {
 };
 
 // Split keys: a sequence whose query tiles give fewer than split_below_tiles tiles over its
-// kv heads, with more than 2 chunks' worth of visible keys, is cut at multiples of the chunk.
+// kv heads, with at least 2 minimal chunks' worth of visible keys, is cut at multiples of a
+// chunk: split_chunk_min_keys (rounded to the entry's block) times the smallest power of two
+// that makes at most ceil(split_below_tiles / tiles) chunks.
 inline constexpr int64_t split_below_tiles = 64;
 inline constexpr int64_t split_chunk_min_keys = 512;
 // Largest copy of one sequence's K (floats, all heads) packed up front for split keys.
