@@ -29,6 +29,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -176,7 +177,9 @@ void add_key(float p, const kv_rows &v, int64_t j, int64_t dim_v, float *o_row) 
                 xsimd::fma(pv, widen<Arch, E>(row + d), fbatch::load_aligned(o_row + d))
                     .store_aligned(o_row + d);
         }
-        for (; d < dim_v; ++d) o_row[d] += p * v.value(j, d);
+        // one fused multiply-add each, as the vector loop: whatever the compiler's contraction,
+        // a quantized row and an f32 row of its dequantized values give the same bits
+        for (; d < dim_v; ++d) o_row[d] = std::fma(p, v.value(j, d), o_row[d]);
     });
 }
 
