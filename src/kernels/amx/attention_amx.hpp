@@ -162,24 +162,15 @@ inline void scale_and_max(int64_t rows, int vectors, float scale, float *s, int6
 }
 
 // o_row[0 .. dim_v) += p * V row j (its format's values: widened exactly, or dequantized with
-// its scales), for the keys a row takes alone.
+// its scales), for the keys a row takes alone (at most two a row range). One fused
+// multiply-add an element for every format, written as such: xsimd's fma on avx512f is
+// a * b + c, fused or not as the compiler contracts (not at -O1), so a vector loop for the
+// 16-bit and f32 rows beside this one would give an f32 cache and a quantized cache of the
+// same values different bits.
 template <class Arch>
 void add_key(float p, const kv_rows &v, int64_t j, int64_t dim_v, float *o_row) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = lanes<Arch>;
-    core::with_kv_format(v.type, [&](auto format) {
-        using E = decltype(format);
-        int64_t d = 0;
-        if constexpr (!E::quantized) {
-            const fbatch pv(p);
-            const auto *row = static_cast<const typename E::storage *>(v.row(j));
-            for (; d + W <= dim_v; d += W)
-                xsimd::fma(pv, widen<Arch, E>(row + d), fbatch::load_aligned(o_row + d))
-                    .store_aligned(o_row + d);
-        }
-        // one fused multiply-add each, as the vector loop: whatever the compiler's contraction,
-        // a quantized row and an f32 row of its dequantized values give the same bits
-        for (; d < dim_v; ++d) o_row[d] = std::fma(p, v.value(j, d), o_row[d]);
+    core::with_kv_format(v.type, [&](auto) {
+        for (int64_t d = 0; d < dim_v; ++d) o_row[d] = std::fma(p, v.value(j, d), o_row[d]);
     });
 }
 
