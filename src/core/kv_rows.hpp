@@ -55,6 +55,21 @@ struct kv_rows {
                 return E::widen_one(static_cast<const typename E::storage *>(row(j)) + c);
         });
     }
+    // out[c] = value(j, c0 + c) for c < n, the format chosen and the row found once.
+    void values(int64_t j, int64_t c0, int64_t n, float *out) const {
+        with_kv_format(type, [&](auto format) {
+            using E = decltype(format);
+            if constexpr (E::quantized) {
+                const auto *r = static_cast<const uint8_t *>(row(j));
+                const float *sc = scale_row(j), *ze = zero_row(j);
+                for (int64_t c = 0; c < n; ++c)
+                    out[c] = dequantized_one<E>(r, c0 + c, sc, ze, scales.group);
+            } else {
+                const auto *r = static_cast<const typename E::storage *>(row(j)) + c0;
+                for (int64_t c = 0; c < n; ++c) out[c] = E::widen_one(r + c);
+            }
+        });
+    }
     template <class S>
     const S *row_as(int64_t j) const {
         return static_cast<const S *>(row(j));

@@ -51,28 +51,19 @@ inline uint32_t pair_bits(const void *row, attn_dtype t, int64_t p, int64_t dim)
 
 inline int64_t pairs_of(int64_t dim) { return (dim + 1) / 2; }
 
-// The same for element i of key j's row of a K or V cache (bf16 as stored, else its value,
-// widened or dequantized, rounded once: an ATTN_FPMATH_BF16 product of a quantized cache).
-inline uint16_t kv_bf16_bits(const kv_rows &x, int64_t j, int64_t i) {
-    if (x.type == ATTN_DTYPE_BF16) return static_cast<const uint16_t *>(x.row(j))[i];
-    return convert::f32_to_bf16(x.value(j, i));
-}
-inline uint32_t kv_pair_bits(const kv_rows &x, int64_t j, int64_t p, int64_t dim) {
-    const uint32_t lo = kv_bf16_bits(x, j, 2 * p);
-    const uint32_t hi = 2 * p + 1 < dim ? kv_bf16_bits(x, j, 2 * p + 1) : 0u;
-    return lo | (hi << 16);
-}
-
-// Element i of a row of type t, widened to f32 (exact).
-inline float ref_widen(const void *row, attn_dtype t, int64_t i) {
-    return core::with_format(t, [&](auto format) -> float {
-        using E = decltype(format);
-        const auto *p = static_cast<const typename E::storage *>(row) + i;
-        if constexpr (E::type == ATTN_DTYPE_BF16) return convert::bf16_to_f32(*p);
-        else if constexpr (E::type == ATTN_DTYPE_F16) return convert::f16_to_f32(*p);
-        else if constexpr (E::type == ATTN_DTYPE_F32) return *p;
-        else static_assert(E::bits == 0, "ref_widen: a format without its widening");
-    });
+// Elements c0 .. c0 + n - 1 (n <= row_chunk) of key j's row of a K or V cache as bf16 bits:
+// bf16 as stored, else its value, widened or dequantized, rounded once (an ATTN_FPMATH_BF16
+// product of an f32, f16 or quantized cache). The row is found and its format chosen once.
+inline constexpr int64_t row_chunk = 64;
+inline void kv_bf16_row(const kv_rows &x, int64_t j, int64_t c0, int64_t n, uint16_t *out) {
+    if (x.type == ATTN_DTYPE_BF16) {
+        const uint16_t *r = static_cast<const uint16_t *>(x.row(j)) + c0;
+        for (int64_t c = 0; c < n; ++c) out[c] = r[c];
+        return;
+    }
+    float values[row_chunk];
+    x.values(j, c0, n, values);
+    for (int64_t c = 0; c < n; ++c) out[c] = convert::f32_to_bf16(values[c]);
 }
 
 // Panels of bf16 pairs (see the header comment) from rows k + j * k_ld of type k_type,
@@ -95,11 +86,18 @@ void pack_k_pairs(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim
         return;
     }
     uint32_t *words = reinterpret_cast<uint32_t *>(packed);
+    uint16_t bits[row_chunk + 1];
     for (int64_t p = 0; p < panels; ++p)
         for (int n = 0; n < nr; ++n) {
             const int64_t j = first + p * nr + n;
-            for (int64_t d = 0; d < dp; ++d)
-                words[(p * dp + d) * nr + n] = j < keys_end ? kv_pair_bits(k, j, d, dim) : 0u;
+            for (int64_t c0 = 0; c0 < dim; c0 += row_chunk) {  // row_chunk dims: whole pairs
+                const int64_t count = dim - c0 < row_chunk ? dim - c0 : row_chunk;
+                if (j < keys_end) kv_bf16_row(k, j, c0, count, bits);
+                bits[count] = 0;  // the second half of an odd dim's last pair
+                for (int64_t c = 0; c < count; c += 2)
+                    words[(p * dp + (c0 + c) / 2) * nr + n] =
+                        j < keys_end ? uint32_t(bits[c]) | (uint32_t(bits[c + 1]) << 16) : 0u;
+            }
         }
 }
 
@@ -208,10 +206,15 @@ void pack_v_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, 
                 _mm512_storeu_si512(words + d, _mm512_or_si512(lo, hi));
             }
         }
-        for (; d < dim_v; ++d)
-            words[d] = uint32_t(kv_bf16_bits(v, first + 2 * m, d)) |
-                       (second ? uint32_t(kv_bf16_bits(v, first + 2 * m + 1, d)) << 16 : 0u);
-        for (; d < ld; ++d) words[d] = 0u;
+        for (; d < dim_v; d += row_chunk) {
+            const int64_t count = dim_v - d < row_chunk ? dim_v - d : row_chunk;
+            uint16_t a[row_chunk], b[row_chunk];
+            kv_bf16_row(v, first + 2 * m, d, count, a);
+            if (second) kv_bf16_row(v, first + 2 * m + 1, d, count, b);
+            for (int64_t c = 0; c < count; ++c)
+                words[d + c] = uint32_t(a[c]) | (second ? uint32_t(b[c]) << 16 : 0u);
+        }
+        for (d = dim_v; d < ld; ++d) words[d] = 0u;
     }
 }
 
@@ -330,7 +333,12 @@ void pv_tile_pairs(const attention_tile &t, int64_t j0, int64_t cols, float *s, 
             float *o_row = o + r * dv_pad;
             auto add_key = [&](int64_t j) {
                 const float p = convert::bf16_to_f32(p16[j]);
-                for (int64_t d = 0; d < t.dim_v; ++d) o_row[d] += p * t.v.value(j0 + j, d);
+                float v_row[row_chunk];
+                for (int64_t d0 = 0; d0 < t.dim_v; d0 += row_chunk) {
+                    const int64_t n = t.dim_v - d0 < row_chunk ? t.dim_v - d0 : row_chunk;
+                    t.v.values(j0 + j, d0, n, v_row);
+                    for (int64_t d = 0; d < n; ++d) o_row[d0 + d] += p * v_row[d];
+                }
             };
             // the keys before the paired range and after it, not a pass over the paired ones
             for (int64_t j = own.lo; j < (own.hi < paired_lo ? own.hi : paired_lo); ++j) add_key(j);
@@ -381,8 +389,6 @@ struct bf16_scores {
 namespace attention_bf16_detail {
 
 // K pair panels: a key's share of a panel is dim_qk / 2 pairs, 32-bit words, rounded up.
-inline int64_t pair_words_per_key(int64_t dim_qk) { return (dim_qk + 1) / 2; }
-
 template <class Arch>
 void pack_k_entry(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
                   int64_t panels, float *packed) {
@@ -429,7 +435,7 @@ attention_impl attention_bf16_pairs_entry() {
     attention_impl e = attention_f32_tiles_entry<Arch>();
     e.name = "bf16_pairs";
     e.pair_products = true;
-    e.k_floats_per_key = &detail::pair_words_per_key;
+    e.k_pairs = true;
     e.pack_k = &detail::pack_k_entry<Arch>;
     e.pack_v = &detail::pack_v_entry<Arch>;
     e.use_packed_k = &detail::use_k_pairs;

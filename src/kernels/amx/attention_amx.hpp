@@ -1,5 +1,5 @@
-// The fused attention forward on AMX tiles, for the amx and amx_emulated levels: the table's
-// bf16-pair tile entries (attention_forward_tile_bf16, attention_weights_tile_bf16) with
+// The fused attention forward on AMX tiles, for the amx and amx_emulated levels: the
+// amx_tiles entry of their list of attention implementations (in bf16_pairs' place), with
 //   S = Q K^T  on tiles: Q rows as the A tile (16 rows x 16 pairs), K's pair panels as B;
 //   the online softmax, the score terms and the visibility in AVX-512, the tile loop of
 //              attention.hpp itself (this is one more scores policy of it);
@@ -10,7 +10,7 @@
 // starts and released where it ends (tile_guard).
 //
 // The packed layouts are those of the pair path (attention_bf16.hpp), so K and V are packed
-// once per head by the same table entries and fit the same scratch:
+// once per head by bf16_pairs' pack_k / pack_v (kept in the entry) and fit the same scratch:
 //   K panel p, [pairs][nr][2] bf16: the B tile of pairs d0 .. d0 + 15 and keys n0 .. n0 + 15
 //     is 16 rows of 64 bytes, nr words apart. A panel has no padding of its pairs, so the
 //     tiles need dim_qk's pairs to be whole tiles (ceil(dim_qk / 2) a multiple of 16: dim_qk
@@ -167,11 +167,14 @@ inline void scale_and_max(int64_t rows, int vectors, float scale, float *s, int6
 // a * b + c, fused or not as the compiler contracts (not at -O1), so a vector loop for the
 // 16-bit and f32 rows beside this one would give an f32 cache and a quantized cache of the
 // same values different bits.
-template <class Arch>
-void add_key(float p, const kv_rows &v, int64_t j, int64_t dim_v, float *o_row) {
-    core::with_kv_format(v.type, [&](auto) {
-        for (int64_t d = 0; d < dim_v; ++d) o_row[d] = std::fma(p, v.value(j, d), o_row[d]);
-    });
+inline void add_key(float p, const kv_rows &v, int64_t j, int64_t dim_v, float *o_row) {
+    float v_row[attention_bf16_detail::row_chunk];
+    for (int64_t d0 = 0; d0 < dim_v; d0 += attention_bf16_detail::row_chunk) {
+        const int64_t n = dim_v - d0 < attention_bf16_detail::row_chunk ? dim_v - d0
+                                                                         : attention_bf16_detail::row_chunk;
+        v.values(j, d0, n, v_row);
+        for (int64_t d = 0; d < n; ++d) o_row[d0 + d] = std::fma(p, v_row[d], o_row[d0 + d]);
+    }
 }
 
 // The scores policy of attention_forward_tile_with: Q as bf16 pairs [rows][pairs] (as the
@@ -231,7 +234,7 @@ struct tile_scores {
         if (b <= a) return;
         const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
         auto single = [&](int64_t j) {
-            add_key<Arch>(convert::bf16_to_f32(p16[j]), t.v, j0 + j, t.dim_v, o_row);
+            add_key(convert::bf16_to_f32(p16[j]), t.v, j0 + j, t.dim_v, o_row);
         };
         const int64_t pa = (a + 1) / 2, pb = b / 2;
         if (pb <= pa) {
