@@ -210,21 +210,26 @@ TEST_P(gemm_typed_test, k_zero) {
 // 4-byte boundary. Same tolerance rule.
 TEST_P(gemm_typed_test, bf16_products_odd_shapes) {
     const int64_t shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {129, 47, 257}, {13, 70, 1501}, {3, 5, 2}};
+    const std::pair<float, float> scalings[] = {{1.0f, 0.0f}, {-1.5f, 0.25f}};
     uint32_t seed = 3000;
-    for (auto &s : shapes)
+    // Every shape with every transpose and every ld/offset (pad 0 and 1: one of them gives
+    // an even ld whatever k's parity); the scaling and C's type swept along those twelve, so
+    // each shape meets both of each.
+    for (auto &s : shapes) {
+        int combo = 0;
         for (attn_trans ta : {ATTN_NO_TRANS, ATTN_TRANS})
             for (attn_trans tb : {ATTN_NO_TRANS, ATTN_TRANS})
-                for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-1.5f, 0.25f}})
-                    for (auto [pad, offset] : {std::pair{0, 0}, std::pair{1, 0}, std::pair{1, 1}})
-                        for (attn_dtype ct : {ATTN_DTYPE_F32, ATTN_DTYPE_BF16}) {
-                            // pad 0 and 1: one of them gives an even ld whatever k's parity
-                            problem pr{s[0], s[1], s[2], ta, tb, alpha, beta};
-                            pr.pad_a = pr.pad_b = pad;
-                            pr.offset = offset;
-                            check_gemm(ctx(), pr, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, ct, false,
-                                       seed++);
-                            if (HasFatalFailure()) return;
-                        }
+                for (auto [pad, offset] : {std::pair{0, 0}, std::pair{1, 0}, std::pair{1, 1}}) {
+                    const auto [alpha, beta] = scalings[combo % 2];
+                    const attn_dtype ct = (combo / 2) % 2 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+                    ++combo;
+                    problem pr{s[0], s[1], s[2], ta, tb, alpha, beta};
+                    pr.pad_a = pr.pad_b = pad;
+                    pr.offset = offset;
+                    check_gemm(ctx(), pr, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, ct, false, seed++);
+                    if (HasFatalFailure()) return;
+                }
+    }
 }
 
 attn_test::context_ptr fpmath_bf16_context(attn_impl impl, attn_isa isa, int threads = 0) {
@@ -306,10 +311,11 @@ TEST(gemm_typed_simd, one_and_two_threads_bitwise) {
 }
 
 // The same for the pair panels: bf16 A and B (strict) and f32 A and B under fpmath bf16,
-// several row blocks and two depth blocks, both transposes.
+// several row blocks and two depth blocks, both transposes; n = 70: two whole column panels
+// of 32 and a partial one (the threads share the rows).
 TEST(gemm_typed_simd, pair_panels_one_and_two_threads_bitwise) {
     ATTN_SKIP_UNLESS_THREADS(2);
-    const int64_t m = 530, n = 170, k = 1301;
+    const int64_t m = 530, n = 70, k = 1301;
     typed a16(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(m * k), 8));
     typed b16(ATTN_DTYPE_BF16, attn_test::random_tensor(size_t(k * n), 9));
     typed a32(ATTN_DTYPE_F32, attn_test::random_tensor(size_t(m * k), 10));

@@ -207,6 +207,9 @@ TEST_P(invariance_test, EverySequenceAsIfAlone) {
     const std::vector<seq_shape> step = {{1, 5000, 4800}, {100, 700, 700}, {1, 300, 300},
                                          {6, 2100, 2000}, {0, 50, 50}, {1, 3000, 1500}};
     for (const bool bf16 : {false, true}) {
+        // the tile model (scalar, slow) runs the bf16 inputs its tiles take; its f32 entries
+        // are the avx512_bf16 level's, tested there
+        if (!bf16 && std::get<0>(GetParam()).isa == ATTN_ISA_AMX_EMULATED) continue;
         for (const bool reversed : {false, true}) {
             SCOPED_TRACE(testing::Message() << (bf16 ? "bf16" : "f32")
                                             << (reversed ? " reversed" : ""));

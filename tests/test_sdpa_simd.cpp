@@ -251,22 +251,11 @@ const expected &expected_for(const sdpa_case &c, problem &p) {
     if (found != cache.end()) return found->second;
     expected e;
     const std::vector<double> q = p.q.dense(c.batch), k = p.k.dense(c.batch), v = p.v.dense(c.batch);
-    e.out = attn_test::sdpa_double(p.d, q, k, v, &e.lse);
+    // the weights (taken before dropout) when the case asks for them
+    e.out = attn_test::sdpa_double(p.d, q, k, v, &e.lse, c.weights ? &e.weights : nullptr);
     e.plain_out = attn_test::sdpa_float(p.d, attn_test::to_float(q), attn_test::to_float(k),
-                                        attn_test::to_float(v), &e.plain_lse);
-    if (c.weights) {
-        // A_ij = out[i, j] with V the identity and no dropout (weights are taken before it)
-        attn_sdpa_desc one_hot = p.d;
-        one_hot.dropout_p = 0.0f;
-        std::vector<double> eye(size_t(c.heads_kv * c.batch * c.len_kv * c.len_kv), 0.0);
-        for (int64_t bh = 0; bh < c.batch * c.heads_kv; ++bh)
-            for (int64_t j = 0; j < c.len_kv; ++j)
-                eye[size_t((bh * c.len_kv + j) * c.len_kv + j)] = 1.0;
-        one_hot.dim_v = c.len_kv;
-        e.weights = attn_test::sdpa_double(one_hot, q, k, eye);
-        e.plain_weights = attn_test::sdpa_float(one_hot, attn_test::to_float(q), attn_test::to_float(k),
-                                                attn_test::to_float(eye));
-    }
+                                        attn_test::to_float(v), &e.plain_lse,
+                                        c.weights ? &e.plain_weights : nullptr);
     return cache.emplace(c.name, std::move(e)).first->second;
 }
 

@@ -175,15 +175,18 @@ inline std::vector<double> to_double(const std::vector<float> &x) {
 // rounding per operation in T); returns out [B,Hq,Lq,Dv]. Takes from d: the shapes, scale,
 // causal, mask (with its strides), kv_len and dropout (through src/ref/dropout.hpp, the
 // generator the API specifies); d's layouts, weights and lse are ignored. Fills *lse
-// ([B,Hq,Lq], -inf for a fully masked row) when given. T = double is the oracle
+// ([B,Hq,Lq], -inf for a fully masked row) when given, and *weights ([B,Hq,Lq,Lkv], the
+// weights before dropout, 0 where a key is not seen) when given. T = double is the oracle
 // (sdpa_double); T = float is the plain float32 computation, the yardstick (sdpa_float).
 template <class T>
 std::vector<T> sdpa_in(const attn_sdpa_desc &d, const std::vector<T> &q, const std::vector<T> &k,
-                       const std::vector<T> &v, std::vector<T> *lse = nullptr) {
+                       const std::vector<T> &v, std::vector<T> *lse = nullptr,
+                       std::vector<T> *weights = nullptr) {
     const int64_t B = d.batch, Hq = d.heads_q, Hkv = d.heads_kv, Lq = d.len_q, Lk = d.len_kv;
     const int64_t Dk = d.dim_qk, Dv = d.dim_v, group = Hq / Hkv;
     std::vector<T> out(size_t(B * Hq * Lq * Dv), T(0));
     if (lse) lse->assign(size_t(B * Hq * Lq), T(-INFINITY));
+    if (weights) weights->assign(size_t(B * Hq * Lq * Lk), T(0));
     std::vector<T> s(static_cast<size_t>(Lk));
     std::vector<bool> seen(static_cast<size_t>(Lk));
     for (int64_t b = 0; b < B; ++b)
@@ -216,6 +219,7 @@ std::vector<T> sdpa_in(const attn_sdpa_desc &d, const std::vector<T> &q, const s
                 for (int64_t j = 0; j < Lk; ++j) {
                     if (!seen[size_t(j)]) continue;
                     T w = T(std::exp(s[size_t(j)] - m)) / sum;
+                    if (weights) (*weights)[size_t(((b * Hq + h) * Lq + i) * Lk + j)] = w;
                     if (d.dropout_p > 0.0f)
                         w = attn::dropout::dropped(key, j, thresh) ? T(0)
                                                                    : w / (T(1) - T(d.dropout_p));
@@ -231,14 +235,16 @@ std::vector<T> sdpa_in(const attn_sdpa_desc &d, const std::vector<T> &q, const s
 inline std::vector<double> sdpa_double(const attn_sdpa_desc &d, const std::vector<double> &q,
                                        const std::vector<double> &k,
                                        const std::vector<double> &v,
-                                       std::vector<double> *lse = nullptr) {
-    return sdpa_in<double>(d, q, k, v, lse);
+                                       std::vector<double> *lse = nullptr,
+                                       std::vector<double> *weights = nullptr) {
+    return sdpa_in<double>(d, q, k, v, lse, weights);
 }
 
 inline std::vector<float> sdpa_float(const attn_sdpa_desc &d, const std::vector<float> &q,
                                      const std::vector<float> &k, const std::vector<float> &v,
-                                     std::vector<float> *lse = nullptr) {
-    return sdpa_in<float>(d, q, k, v, lse);
+                                     std::vector<float> *lse = nullptr,
+                                     std::vector<float> *weights = nullptr) {
+    return sdpa_in<float>(d, q, k, v, lse, weights);
 }
 
 inline std::vector<float> to_float(const std::vector<double> &x) {

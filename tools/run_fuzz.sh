@@ -3,7 +3,7 @@
 # -fsanitize=address,undefined,fuzzer-no-link) in build-fuzz/ and fuzzes the C API for a
 # bounded time, starting from the committed corpus tests/fuzz/corpus. Any finding (a
 # sanitizer report, a broken contract check, a crash, a leak, a timeout) fails the script
-# and leaves the input in <build>/findings/.
+# and leaves the input in <build dir>/findings/ (new inputs go to <build dir>/corpus/).
 #
 # Usage: tools/run_fuzz.sh [seconds (default 60)] [extra libFuzzer flags]
 # ATTN_FUZZ_BUILD=DIR: build the target in DIR, a tree already configured with clang and
@@ -26,7 +26,7 @@ fi
 echo "== fuzz: build fuzz_api in $dir/"
 cmake --build "$dir" -j2 --target fuzz_api
 
-# New inputs go to build-fuzz/corpus; the committed corpus is only read.
+# New inputs go to $dir/corpus; the committed corpus is only read.
 mkdir -p "$dir/corpus" "$dir/findings"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
