@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_backward.hpp"
 #include "bench_common.hpp"
 
 namespace attn_bench {

@@ -17,7 +17,8 @@ struct attn_context {
     int num_threads = 1;              // >= 1: the arena's concurrency, <= the hardware
     attn_fpmath fpmath = ATTN_FPMATH_STRICT;
     std::unique_ptr<tbb::task_arena> arena;
-    // what its calls keep for the next ones (ops/workspace.hpp); taken by one call at a time
+    // what its calls keep for the next ones (ops/workspace.hpp): a pool shared by the calls
+    // running on it, each taking a workspace of its own for its duration
     mutable attn::ops::workspace_pool workspaces;
 };
 

@@ -29,7 +29,6 @@ public:
     explicit seq_rows(const attn_sdpa_desc &d) : d_(d) {}
 
     const attn_sdpa_desc &desc() const { return d_; }
-    bool ragged() const { return d_.q_start || d_.kv_start; }
 
     int64_t queries(int64_t b) const {  // n_b
         return d_.q_start ? int64_t(d_.q_start[b + 1]) - d_.q_start[b] : d_.len_q;

@@ -35,7 +35,7 @@ struct attention_tile {
     const void *q;          // row r of Q at q + r * q_ld, dim_qk contiguous elements of q_type
     attn_dtype q_type;
     int64_t q_ld;
-    int64_t rows;           // 1 .. the ISA's attention_br (kernel_table)
+    int64_t rows;           // 1 .. the entry's br (attention_impl.hpp)
     int64_t dim_qk, dim_v;
     float scale;
 
@@ -61,7 +61,7 @@ struct attention_tile {
     const uint16_t *v_pairs;
     int64_t v_pairs_ld;
 
-    int64_t key_begin, key_end;  // key_begin a multiple of the ISA's attention_bc
+    int64_t key_begin, key_end;  // key_begin a multiple of the entry's bc
     int64_t first_row;           // query index of tile row 0
     key_visibility visibility;   // the window, causal limit and kv_len of the (batch, head)
     bool rows_are_heads;         // rows are query heads h0 + r of query first_row (decoding

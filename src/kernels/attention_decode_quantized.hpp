@@ -404,8 +404,10 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes are read without
     for (int r = 0; r < R; ++r)
         for (int64_t d = 0; d < dim_v; ++d) o[r * ldo + d] *= rescale[r];
-    row_reader<Arch, E> val[64];
-    alignas(64) float ps[R][64], scale[64];
+    constexpr int64_t max_keys = 64;  // the arrays below, and a bit of nan_rows a key
+    keys = keys < max_keys ? keys : max_keys;
+    row_reader<Arch, E> val[max_keys];
+    alignas(64) float ps[R][max_keys], scale[max_keys];
     for (int64_t k0 = lo; k0 < hi; k0 += keys) {
         const int64_t n = k0 + keys < hi ? keys : hi - k0;
         uint64_t nan_rows = 0;

@@ -13,8 +13,6 @@ ATTN_KERNELS_BEGIN
 
 namespace attention_entries_detail {
 
-inline int64_t f32_floats_per_key(int64_t dim_qk) { return dim_qk; }
-
 inline void use_f32_panels(attention_tile &t, const float *packed) { t.k_packed = packed; }
 
 // V as padded f32 rows, read as such (not paged).
@@ -58,7 +56,6 @@ attention_impl attention_f32_tiles_entry() {
     attention_impl e = attention_decode_entry<Arch>();
     e.name = "f32_tiles";
     e.max_queries = 0;
-    e.k_floats_per_key = &detail::f32_floats_per_key;
     e.pack_k = &attention_pack_k<Arch>;
     e.pack_v = &attention_pad_v<Arch>;
     e.use_packed_k = &detail::use_f32_panels;

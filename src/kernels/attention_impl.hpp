@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/kv_rows.hpp"
 
@@ -37,11 +38,11 @@ struct attention_impl {
     int64_t (*scratch_floats)(int64_t dim_qk, int64_t dim_v);
     // Packing once per head (pack_k null: K and V are read where they live):
     //   pack_k: K rows first .. keys_end - 1 into `panels` panels of nr keys, from `packed`
-    //     on, k_floats_per_key(dim_qk) floats a key;
+    //     on, k_floats_per_key(dim_qk) floats a key (k_pairs: two bf16 dims to a 32-bit word);
     //   pack_v: V rows first .. first + keys - 1 into rows of ld floats (ld >= dim_v);
     //   use_packed_k / use_packed_v: point a tile at them (use_packed_k: at the panel that
     //     holds key 0 of the tile's key axis).
-    int64_t (*k_floats_per_key)(int64_t dim_qk);
+    bool k_pairs;
     void (*pack_k)(const core::kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
                    int64_t panels, float *packed);
     void (*pack_v)(const core::kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
@@ -54,6 +55,7 @@ struct attention_impl {
                          bool after_forward);
 
     bool packs() const { return pack_k != nullptr; }
+    int64_t k_floats_per_key(int64_t dim_qk) const { return k_pairs ? (dim_qk + 1) / 2 : dim_qk; }
     bool takes(int64_t queries, bool pair_products_allowed) const {
         return (max_queries == 0 || queries <= max_queries) &&
                (!pair_products || pair_products_allowed);
@@ -78,10 +80,16 @@ struct attention_impl_list {
             if (std::strcmp(entries[i].name, name) == 0) return &entries[i];
         return nullptr;
     }
-    void append(const attention_impl &e) { entries[count++] = e; }
+    void append(const attention_impl &e) {
+        make_room();
+        entries[count++] = e;
+    }
     // e before the entry called `name` (which must be there).
     void insert_before(const char *name, const attention_impl &e) {
-        int at = int(find(name) - entries);
+        const attention_impl *before = find(name);
+        if (before == nullptr) throw std::logic_error("attention_impl_list: no such entry");
+        make_room();
+        const int at = int(before - entries);
         for (int i = count; i > at; --i) entries[i] = entries[i - 1];
         entries[at] = e;
         ++count;
@@ -94,6 +102,9 @@ struct attention_impl_list {
             m = s > m ? s : m;
         }
         return m;
+    }
+    void make_room() const {
+        if (count == capacity) throw std::logic_error("attention_impl_list: list full");
     }
     int max_br() const {
         int m = 0;

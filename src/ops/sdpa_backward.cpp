@@ -269,7 +269,6 @@ void composed_backward(const exec &ex, const kernels::kernel_table *, const attn
 
 // The backward implementations, tried in order; the last takes every call.
 struct backward_impl {
-    const char *name;
     bool (*takes)(const attn_sdpa_desc &d);
     void (*run)(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
                 const float *q, const float *k, const float *v, const float *out,
@@ -282,9 +281,10 @@ const backward_impl backward_impls[] = {
     // (q_start, kv_start), each with its own counts and alignment, go on to the composed
     // backward, which addresses every row through core/seq_rows.hpp. The switch of
     // backward_switch.hpp sends every call there, for comparison.
-    {"fused", [](const attn_sdpa_desc &d) { return !backward_composed() && !d.q_start && !d.kv_start; },
+    {[](const attn_sdpa_desc &d) { return !backward_composed() && !d.q_start && !d.kv_start; },
      &fused_backward},
-    {"composed", [](const attn_sdpa_desc &) { return true; }, &composed_backward},
+    // composed
+    {[](const attn_sdpa_desc &) { return true; }, &composed_backward},
 };
 
 }  // namespace

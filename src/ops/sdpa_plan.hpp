@@ -6,10 +6,10 @@
 // Batch invariance: everything that changes the arithmetic of a row is decided per sequence,
 // from that sequence's problem alone (its query count n_b, its visible keys, the heads, the
 // options and the kernels): the query tiles (br rows from the sequence's first query), whether
-// its keys are split and where (at multiples of split_chunk_keys on its own key axis), whether
-// K is packed, bf16 pairs or f32 scores, the decode kernel or the tile kernel. Only how tiles
-// are grouped into tasks looks at the whole call and the thread count, and a task computes
-// each of its tiles the same way whatever its neighbours.
+// its keys are split and where (chunks of a power-of-two multiple of split_chunk_min_keys on
+// its own key axis), whether K is packed, which entry of the list of attention implementations
+// computes it. Only how tiles are grouped into tasks looks at the whole call and the thread
+// count, and a task computes each of its tiles the same way whatever its neighbours.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,7 @@ struct sequence_plan {
 // One task: tiles of sequence `seq` (index into sequences), kv head hk, its (head tile,
 // query tile) pairs [pair_begin, pair_end) (pair = head_tile * q_tiles + query_tile), against
 // key chunk `chunk`. Tasks of non-split sequences pack the head's K and V once for all their
-// pairs (unless direct).
+// pairs (unless their entry packs nothing).
 struct sdpa_task {
     int64_t seq, hk, pair_begin, pair_end, chunk;
     double cost;  // predicted work, in multiply-adds (plus packing)

@@ -1,5 +1,5 @@
-// Memory a call keeps for the next call on the same context: the drivers' scratch, their plans
-// and bookkeeping. After a first call, repeating a call of the same or a smaller shape on that
+// Memory a call keeps for the next call on the same context: the forward driver's scratch (the
+// one driver that uses it today), its plan and bookkeeping. After a first call, repeating a call of the same or a smaller shape on that
 // context allocates nothing in proportion to the problem: buffers only grow, vectors keep their
 // capacity. A context holds a pool of workspaces; a call takes one for its duration, so calls
 // on one context from several threads at once each have their own. The memory is released
@@ -42,7 +42,7 @@ class workspace {
 public:
     template <class State>
     State &state() {
-        static const char tag = 0;  // one address per State
+        static char tag;  // one address per State (not const: constants may be merged)
         for (entry &e : entries_)
             if (e.tag == &tag) return *static_cast<State *>(e.state.get());
         entries_.push_back(entry{&tag, std::make_shared<State>()});
@@ -81,7 +81,12 @@ public:
 
     lease take() {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (free_.empty()) return lease(this, std::make_unique<workspace>());
+        if (free_.empty()) {
+            // room for every workspace ever made, so that giving one back (in a destructor)
+            // never allocates
+            free_.reserve(++created_);
+            return lease(this, std::make_unique<workspace>());
+        }
         std::unique_ptr<workspace> ws = std::move(free_.back());
         free_.pop_back();
         return lease(this, std::move(ws));
@@ -94,6 +99,7 @@ private:
     }
     std::mutex mutex_;
     std::vector<std::unique_ptr<workspace>> free_;
+    size_t created_ = 0;
 };
 
 // The call's workspace: from its context's pool, or its own when the exec has none.

@@ -7,6 +7,8 @@
 #include "kernels/amx/attention_amx.hpp"
 #include "kernels/amx/gemm_amx.hpp"
 
+#include <stdexcept>
+
 namespace attn::kernels {
 
 const kernel_table *kernel_table_amx();
@@ -29,6 +31,7 @@ void set_tile_kernels(kernel_table &t) {
     // pair path's packing (its layouts are the tiles' operands), blocks and scratch
     attention_impl *pairs = t.attention_impls.find("bf16_pairs");
     if (pairs == nullptr) pairs = t.attention_impls.find("amx_tiles");  // amx_emulated's copy
+    if (pairs == nullptr) throw std::logic_error("amx tables: no bf16_pairs entry to run on tiles");
     pairs->name = "amx_tiles";
     pairs->forward_tile = &amx::attention_forward_tile_amx<arch, Tiles>;
     pairs->weights_tile = &amx::attention_weights_tile_amx<arch, Tiles>;
