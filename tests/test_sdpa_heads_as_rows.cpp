@@ -226,8 +226,8 @@ TEST_P(HeadsAsRowsBits, SameBitsForOneAndTwoThreads) {
 // bits of each computed alone, at 1 and 2 threads, f32 and bf16.
 TEST_P(HeadsAsRowsBits, DecodingSequenceOfAPackedCallAsIfAlone) {
     const int64_t H = 16, Dqk = 576, Dv = 512;
-    const std::vector<int32_t> q_start = {0, 1, 6, 7, 8}, kv_start = {0, 1500, 1800, 2000, 3100};
-    const std::vector<int32_t> kv_len = {1500, 300, 200, 900};
+    const std::vector<int32_t> q_start = {0, 1, 6, 7, 8}, kv_start = {0, 1100, 1300, 1400, 2000};
+    const std::vector<int32_t> kv_len = {1100, 200, 100, 500};  // sequence 0 split
     const int64_t total_q = q_start.back(), total_kv = kv_start.back();
     for (const bool bf16 : {false, true})
         for (const int threads : {1, 2}) {
@@ -236,7 +236,7 @@ TEST_P(HeadsAsRowsBits, DecodingSequenceOfAPackedCallAsIfAlone) {
             const stored q = store(attn_test::random_tensor(size_t(total_q * H * Dqk), 61), bf16);
             const stored k = store(attn_test::random_tensor(size_t(total_kv * Dqk), 62), bf16);
             attn_sdpa_desc d;
-            attn_sdpa_desc_init(&d, 4, H, 5, 1500, Dqk);
+            attn_sdpa_desc_init(&d, 4, H, 5, 1100, Dqk);
             d.heads_kv = 1;
             d.dim_v = Dv;
             d.q_type = d.kv_type = bf16 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
