@@ -219,7 +219,9 @@ void pack_v_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, 
 }
 
 // The V pair rows for keys j0 .. j0+cols-1 of a tile: the driver's packed pairs when it
-// packed V once for the whole head, else packed here into v_buf (dv_pad words a pair row).
+// packed V once for the whole head, else packed here into v_buf (bc * dv_pad floats), pair
+// rows dv_pad words apart, or one 64-byte line more when dv_pad is an even number of lines:
+// rows an even number of lines apart share half the L1 sets (as the driver's v_ld avoids).
 struct v_pair_rows {
     const uint16_t *pairs;
     int64_t ld;  // bf16 elements between pair rows
@@ -229,8 +231,9 @@ v_pair_rows tile_v_pairs(const attention_tile &t, int64_t j0, int64_t cols, int6
                          float *v_buf) {
     if (t.v_pairs) return {t.v_pairs + (j0 / 2) * t.v_pairs_ld, t.v_pairs_ld};
     auto *packed = reinterpret_cast<uint16_t *>(v_buf);
-    pack_v_pairs<Arch>(t.v, j0, cols, t.dim_v, dv_pad, packed);
-    return {packed, dv_pad * 2};
+    const int64_t ld = (dv_pad / 16) % 2 == 0 ? dv_pad + 16 : dv_pad;  // (bc / 2) rows fit
+    pack_v_pairs<Arch>(t.v, j0, cols, t.dim_v, ld, packed);
+    return {packed, ld * 2};
 }
 
 // o[Rows x NV*W] = o * rescale[r] + P[Rows x 2*pairs] V, P as bf16 pairs (row r's pair m

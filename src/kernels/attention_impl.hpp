@@ -6,8 +6,11 @@
 // it. Plain data, no xsimd: the drivers read it, the tables fill it.
 //
 // Today's entries, in the order they are tried:
-//   decode      a few query rows (or a grouped-query decoding step): K and V read in place,
-//               widened (and dequantized) in registers, nothing packed (attention_decode.hpp);
+//   decode      a few query rows (or a decoding step of a small head group, its heads as
+//               rows): K and V read in place, widened (and dequantized) in registers, nothing
+//               packed (attention_decode.hpp); a decoding step of a large head group (MLA,
+//               GQA of 16 heads a KV head or more) goes to the entries below with its heads as
+//               the tile's rows (ops/sdpa_plan.hpp);
 //   amx_tiles   the amx levels, when bf16 products are allowed: S and P V on AMX tiles, K and V
 //               in the bf16-pair layout (amx/attention_amx.hpp);
 //   bf16_pairs  the avx512_bf16 level, when bf16 products are allowed: VDPBF16PS over pairs

@@ -13,14 +13,18 @@
 //     beforehand (up to 64 MiB; beyond, tile by tile inside the kernel; read in place by a
 //     few query rows); the chunks' (out, lse) are then merged in chunk order, the math of
 //     attn_merge_f32, and the weights, when asked for, come from the merged lse.
-// Decoding a single query with grouped-query attention, the query heads of a group (up to
-// attention_direct_rows) are the rows of one tile, so each K and V row is read once for them.
+// Decoding a single query with grouped-query attention, the query heads of a group are the
+// rows of one tile, so each K and V row is read once for them: up to attention_direct_rows
+// heads a tile on the decode entry, or, for groups of heads_as_rows_min_group and more (MLA,
+// large GQA groups), the whole group (or as much of it as a tile's br holds) on the tile
+// entries, whose products run on bf16 pairs or AMX tiles.
 // Which kernel computes a sequence, and how its K and V are packed, belong to the entry of the
 // ISA's attention implementation list (kernels/attention_impl.hpp) the plan chose for it: the
 // driver packs and runs through that entry, with no layout of its own. Rows are addressed
 // through seq_rows (dense or packed by q_start / kv_start). Every buffer is allocated before
 // the first output is written.
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -35,6 +39,7 @@
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
 #include "ops/sdpa_plan.hpp"
+#include "ops/sdpa_switch.hpp"
 #include "core/seq_rows.hpp"
 #include "ref/ref.hpp"
 
@@ -130,7 +135,8 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
     visibility_.clear();
     part_outs_.clear();
     part_lses_.clear();
-    const plan_kernels impls{&kt.attention_impls, kt.vector_floats, pair_products(ex, d)};
+    const plan_kernels impls{&kt.attention_impls, kt.vector_floats, pair_products(ex, d),
+                             heads_as_rows_from()};
     const int slots = worker_slots(ex);
     plan_sdpa(d, impls, slots, plan_);
     group_ = d.heads_q / d.heads_kv;
@@ -391,7 +397,15 @@ void forward_call::run() {
     finish();
 }
 
+std::atomic<int64_t> &heads_as_rows_group() {
+    static std::atomic<int64_t> from{heads_as_rows_min_group};
+    return from;
+}
+
 }  // namespace
+
+void set_heads_as_rows_from(int64_t min_group) { heads_as_rows_group().store(min_group); }
+int64_t heads_as_rows_from() { return heads_as_rows_group().load(); }
 
 void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
           void *out, const row_stats *stats) {

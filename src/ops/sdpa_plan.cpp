@@ -24,10 +24,17 @@ sequence_plan plan_sequence(const core::seq_rows &rows, int64_t b, const plan_ke
     s.queries = rows.queries(b);
     s.keys = rows.visible_keys(b);
     const int64_t group = d.heads_q / d.heads_kv;
-    s.impl = &k.impls->choose(s.queries, k.pair_products);
+    s.heads_as_rows = s.queries == 1 && k.heads_as_rows_from > 0 &&
+                      group > kernels::attention_direct_rows && group >= k.heads_as_rows_from;
+    s.impl = &k.impls->choose(s.heads_as_rows ? group : s.queries, k.pair_products);
     const int64_t br = s.impl->br, bc = s.impl->bc;
     s.q_tiles = ceil_div(s.queries, br);
-    s.head_rows = s.queries == 1 && group > 1 ? std::min(group, kernels::attention_direct_rows) : 1;
+    if (s.heads_as_rows) {  // the group in as few tiles as br allows, of even size
+        s.head_tiles = ceil_div(group, br);
+        s.head_rows = ceil_div(group, s.head_tiles);
+    } else {
+        s.head_rows = s.queries == 1 && group > 1 ? std::min(group, kernels::attention_direct_rows) : 1;
+    }
     s.head_tiles = ceil_div(group, s.head_rows);
     s.panels = ceil_div(s.keys, s.impl->nr);
     // Split keys: into about as many chunks as give the sequence split_below_tiles tiles, at
@@ -49,8 +56,10 @@ sequence_plan plan_sequence(const core::seq_rows &rows, int64_t b, const plan_ke
         }
     }
     // Split with whole query tiles: the head's K packed once, shared by all its tiles, when
-    // that copy is not too big (else each tile packs its own keys).
-    s.prepacked = s.chunks > 1 && s.impl->packs() &&
+    // that copy is not too big (else each tile packs its own keys). Heads as rows: one or two
+    // tiles a chunk share little, and packing K and V of a key block together reads the rows
+    // (for MLA the same latent rows) from memory once.
+    s.prepacked = s.chunks > 1 && s.impl->packs() && !s.heads_as_rows &&
                   d.heads_kv * s.panels * s.impl->nr * d.dim_qk <= max_packed_heads_floats;
     return s;
 }

@@ -21,11 +21,23 @@
 namespace attn::ops {
 
 // What the plan needs of the kernels: the ISA's attention implementations (best first), its
-// vector width, and whether bf16-pair products may be used for this call's types and fpmath.
+// Decoding one query with at least this many query heads a KV head (MLA's 16-128 heads over
+// one latent head, GQA's large groups): the group's heads are the rows of the tiles of the
+// entry that takes that many rows (bf16 pairs or AMX when bf16 products are allowed), so K and
+// V are packed once a head tile and the products run on the tile kernels instead of the decode
+// entry's dot products. Smaller groups stay with the decode entry (memory-bound: K and V
+// read in place).
+inline constexpr int64_t heads_as_rows_min_group = 16;
+
+// What the plan needs of the kernels: the ISA's attention implementations (best first), its
+// vector width, and whether bf16-pair products may be used for this call's types and fpmath;
+// heads_as_rows_from: the smallest group planned with heads as tile rows (0: none; other than
+// heads_as_rows_min_group only for comparisons, ops/sdpa_switch.hpp).
 struct plan_kernels {
     const kernels::attention_impl_list *impls;
     int64_t vector_floats;
     bool pair_products;
+    int64_t heads_as_rows_from = heads_as_rows_min_group;
 };
 
 // Split keys: a sequence whose query tiles give fewer than split_below_tiles tiles over its
@@ -41,14 +53,19 @@ struct sequence_plan {
     int64_t b;                // the sequence
     int64_t queries, keys;    // n_b, and its visible keys min(K_b, kv_len[b])
     // Decoding one query with grouped KV heads: a tile holds head_rows query heads of one
-    // group (its rows), so K and V are read once for them; head_tiles such tiles a group.
+    // group (its rows), so K and V are read once for them; head_tiles such tiles a group (the
+    // last may hold fewer). heads_as_rows: a group of heads_as_rows_min_group or more, on a
+    // tile entry, head_rows = group / head_tiles rounded up (<= its br).
     int64_t head_rows, head_tiles, q_tiles;
+    bool heads_as_rows;
     int64_t chunks, chunk_keys;  // chunks == 1: no split (chunk_keys covers every key)
     int64_t panels;              // K panels of the entry's nr keys covering the visible keys
     // The implementation that computes it: the first of the list that takes it; its tiles
     // (br, bc, nr) cut the sequence. Entries that pack nothing read K and V in place.
     const kernels::attention_impl *impl;
-    bool prepacked;              // split: K packed once per head before the tiles run
+    bool prepacked;              // split: K packed once per head before the tiles run (not
+                                 // with heads_as_rows: each tile packs its key block's K and
+                                 // then V from the same rows, still in cache)
     int64_t part_floats0;        // split: offset of its chunk parts in the parts buffer
 };
 
