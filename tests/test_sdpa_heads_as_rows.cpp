@@ -23,6 +23,7 @@
 #include "kernels/attention_impl.hpp"
 #include "ops/sdpa_plan.hpp"
 #include "ref/convert.hpp"
+#include "fake_impls.hpp"
 #include "test_features_util.hpp"
 
 namespace {
@@ -282,19 +283,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, HeadsAsRowsBits, testing::ValuesIn(attn_test::si
 // groups, more queries, or the switch at 0 keep the decode entry, as does (whatever the switch)
 // a group of no more heads than the decode entry takes in one tile.
 TEST(heads_as_rows_plan, GroupsBecomeTileRows) {
-    attn::kernels::attention_impl decode{};
-    decode.name = "decode";
-    decode.max_queries = 4;
-    decode.br = 96;
-    decode.bc = 128;
-    decode.nr = 64;
-    attn::kernels::attention_impl tiles = decode;
-    tiles.name = "tiles";
-    tiles.max_queries = 0;
-    tiles.pack_k = [](const attn::core::kv_rows &, int64_t, int64_t, int64_t, int64_t, float *) {};
-    attn::kernels::attention_impl_list impls{};
-    impls.append(decode);
-    impls.append(tiles);
+    attn::kernels::attention_impl_list impls = attn_test::fake_impls();
     struct expect {
         int64_t heads_q, heads_kv, len_q, from;
         const char *impl;

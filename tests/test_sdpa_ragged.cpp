@@ -17,6 +17,7 @@
 
 #include "ops/sdpa_plan.hpp"
 #include "core/seq_rows.hpp"
+#include "fake_impls.hpp"
 #include "test_features_util.hpp"
 
 namespace {
@@ -432,21 +433,7 @@ TEST(ragged_plan, EveryKeyOfEveryRowOnce) {
     d.causal = ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN;
     d.kv_len = p.kv_len.data();
     d.window_left = 2500;
-    // A list of two entries with blocks no ISA has (96-row tiles, 128-key blocks, 64-key
-    // panels): a decode entry for up to 4 rows that packs nothing, then tiles that pack K.
-    attn::kernels::attention_impl decode{};
-    decode.name = "decode";
-    decode.max_queries = 4;
-    decode.br = 96;
-    decode.bc = 128;
-    decode.nr = 64;
-    attn::kernels::attention_impl tiles = decode;
-    tiles.name = "tiles";
-    tiles.max_queries = 0;
-    tiles.pack_k = [](const attn::core::kv_rows &, int64_t, int64_t, int64_t, int64_t, float *) {};
-    attn::kernels::attention_impl_list impls{};
-    impls.append(decode);
-    impls.append(tiles);
+    attn::kernels::attention_impl_list impls = attn_test::fake_impls();
     const attn::ops::plan_kernels k{&impls, 16, false};
     const attn::kernels::attention_impl &kb = impls.entries[1];  // both entries' blocks
     const attn::core::seq_rows rows(d);
