@@ -20,7 +20,6 @@
 
 namespace attn::ops {
 
-// What the plan needs of the kernels: the ISA's attention implementations (best first), its
 // Decoding one query with at least this many query heads a KV head (MLA's 16-128 heads over
 // one latent head, GQA's large groups): the group's heads are the rows of the tiles of the
 // entry that takes that many rows (bf16 pairs or AMX when bf16 products are allowed), so K and
