@@ -17,6 +17,13 @@
 
 #include <xsimd/xsimd.hpp>
 
+// The exponentials and their helpers are inlined into every kernel: left to the compiler, a
+// kernel with many instantiations beside it may get a call instead, which spills the vector
+// arguments through memory (softmax on avx2 ran 1.35x slower so).
+#ifndef ATTN_ALWAYS_INLINE
+#define ATTN_ALWAYS_INLINE __attribute__((always_inline)) inline
+#endif
+
 ATTN_KERNELS_BEGIN
 
 // ---- xsimd compat ----------------------------------------------------------------------
@@ -112,8 +119,8 @@ inline xsimd::batch<float, Arch> transpose_sum(const xsimd::batch<float, Arch> *
 // max(lo, min(hi, x)), and NaN when x is NaN: x86 min/max return their second operand when
 // either is NaN, and xsimd passes its arguments through in order.
 template <class Arch>
-inline xsimd::batch<float, Arch> clamp_keep_nan(const xsimd::batch<float, Arch> &x, float lo,
-                                                float hi) {
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> clamp_keep_nan(const xsimd::batch<float, Arch> &x,
+                                                            float lo, float hi) {
     using fbatch = xsimd::batch<float, Arch>;
     return xsimd::max(fbatch(lo), xsimd::min(fbatch(hi), x));
 }
@@ -131,8 +138,8 @@ inline xsimd::batch<float, Arch> clamp_keep_nan(const xsimd::batch<float, Arch> 
 namespace detail {
 // exp(r) for x = n ln2 + r; n is returned through `n`.
 template <class Arch>
-inline xsimd::batch<float, Arch> exp_of_remainder(const xsimd::batch<float, Arch> &x,
-                                                  xsimd::batch<float, Arch> &n) {
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp_of_remainder(const xsimd::batch<float, Arch> &x,
+                                                              xsimd::batch<float, Arch> &n) {
     using fbatch = xsimd::batch<float, Arch>;
     n = xsimd::nearbyint(x * fbatch(1.44269504088896341f));
     fbatch r = xsimd::fnma(n, fbatch(0.693359375f), x);
@@ -147,8 +154,8 @@ inline xsimd::batch<float, Arch> exp_of_remainder(const xsimd::batch<float, Arch
 }
 // y * 2^n for integral n with |n| <= 126: 2^n is a normal float, built from its exponent bits.
 template <class Arch>
-inline xsimd::batch<float, Arch> times_pow2_normal(const xsimd::batch<float, Arch> &y,
-                                                   const xsimd::batch<float, Arch> &n) {
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> times_pow2_normal(const xsimd::batch<float, Arch> &y,
+                                                               const xsimd::batch<float, Arch> &n) {
     using ibatch = xsimd::batch<int32_t, Arch>;
     return y * xsimd::bitwise_cast<xsimd::batch<float, Arch>>(
                    (xsimd::batch_cast<int32_t>(n) + ibatch(127)) << 23);
@@ -158,8 +165,8 @@ inline xsimd::batch<float, Arch> times_pow2_normal(const xsimd::batch<float, Arc
 // normal floats, so the first product is exact and only the second rounds (a subnormal
 // result is rounded once, not flushed; a large one overflows to +inf).
 template <class Arch>
-inline xsimd::batch<float, Arch> times_pow2_wide(const xsimd::batch<float, Arch> &y,
-                                                 const xsimd::batch<float, Arch> &n) {
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> times_pow2_wide(const xsimd::batch<float, Arch> &y,
+                                                             const xsimd::batch<float, Arch> &n) {
     using fbatch = xsimd::batch<float, Arch>;
     using ibatch = xsimd::batch<int32_t, Arch>;
     const ibatch n_int = xsimd::batch_cast<int32_t>(n);
@@ -171,7 +178,7 @@ inline xsimd::batch<float, Arch> times_pow2_wide(const xsimd::batch<float, Arch>
 }  // namespace detail
 
 template <class Arch>
-inline xsimd::batch<float, Arch> exp(const xsimd::batch<float, Arch> &x) {
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp(const xsimd::batch<float, Arch> &x) {
     using fbatch = xsimd::batch<float, Arch>;
     fbatch n;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
@@ -200,7 +207,7 @@ inline xsimd::batch<float, Arch> exp(const xsimd::batch<float, Arch> &x) {
 // the product, the same order as rounding y = s - m itself.
 namespace detail {
 template <class Arch>
-inline xsimd::batch<float, Arch> exp2_fraction(const xsimd::batch<float, Arch> &f) {
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2_fraction(const xsimd::batch<float, Arch> &f) {
     using fbatch = xsimd::batch<float, Arch>;
     fbatch p(2.17022534e-4f);
     p = xsimd::fma(p, f, fbatch(1.24396884e-3f));
@@ -213,7 +220,7 @@ inline xsimd::batch<float, Arch> exp2_fraction(const xsimd::batch<float, Arch> &
 }  // namespace detail
 
 template <class Arch>
-inline xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch> &x) {
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch> &x) {
     using fbatch = xsimd::batch<float, Arch>;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
         // f = x - floor(x) (imm 0x09: round down, no precision exception); vreduceps gives
