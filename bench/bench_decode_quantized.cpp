@@ -1,7 +1,8 @@
 // Decoding over quantized KV caches against a bf16 cache, the shape of today's grouped-query
-// models: one query row per head, H32 over 8 KV heads, D128, B = 1, on the highest SIMD level:
-//   decode_quantized/simd/<isa>/threads:{1,2}/H32_KV8_Lk<L>_D128_<cache>
-//   L in {4096, 16384}; cache: bf16, I8_row (int8, one scale per row), I4_g32 and U4_g32
+// models: one query row per head, H32 over 8 KV heads, D128, B = 1, on the highest SIMD level,
+// and over 32 KV heads (one query row per KV head: no reuse of a dequantized vector):
+//   decode_quantized/simd/<isa>/threads:{1,2}/H32_KV<KV>_Lk<L>_D128_<cache>
+//   (KV, L) in {(8, 4096), (8, 16384), (32, 4096)}; cache: bf16, I8_row (int8, one scale per row), I4_g32 and U4_g32
 //   (4-bit, a scale per 32 elements; U4 with zero points), FP8_E4M3_row.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
 // call: compare with machine/read_bw_decode of the same run, and each cache with bf16.
@@ -23,9 +24,9 @@ struct quantized_cache {
     bool zeros;
 };
 
-void decode_quantized(benchmark::State &state, quantized_cache c, int64_t len_kv, attn_isa isa,
-                      int threads) {
-    const int64_t heads = 32, heads_kv = 8, dim = 128;
+void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_kv, int64_t len_kv,
+                      attn_isa isa, int threads) {
+    const int64_t heads = 32, dim = 128;
     attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
     const size_t kv_n = size_t(heads_kv * len_kv * dim);
     const int64_t bits = int64_t(attn_dtype_bits(c.type));
@@ -73,13 +74,15 @@ bool register_decode_quantized() {
                                       {"I4_g32", ATTN_DTYPE_I4, 32, false},
                                       {"U4_g32", ATTN_DTYPE_U4, 32, true},
                                       {"FP8_E4M3_row", ATTN_DTYPE_FP8_E4M3, 0, false}};
-    for (int64_t len_kv : {4096, 16384})
+    const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}};  // {heads_kv, len_kv}
+    for (const auto &s : shapes)
         for (const quantized_cache &c : caches)
             for (int threads : {1, 2}) {
-                const std::string shape = "H32_KV8_Lk" + std::to_string(len_kv) + "_D128_" + c.name;
+                const std::string shape = "H32_KV" + std::to_string(s[0]) + "_Lk" +
+                                          std::to_string(s[1]) + "_D128_" + c.name;
                 benchmark::RegisterBenchmark(
                     bench_name("decode_quantized", "simd", isa_name(isas.back()), threads, shape).c_str(),
-                    decode_quantized, c, len_kv, isas.back(), threads)
+                    decode_quantized, c, s[0], s[1], isas.back(), threads)
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
             }

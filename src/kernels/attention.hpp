@@ -340,13 +340,7 @@ void attention_forward_tile_with(const attention_tile &t) {
             Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, score_max) && cols % nr == 0;
 
         // online softmax: m' = max(m, rowmax S), P = exp(S - m'), sum P
-        const bool last_tile = j0 + blk::bc >= t.key_end;
         for (int64_t r = 0; r < t.rows; ++r) {
-            if (last_tile) {  // the output rows and the next Q rows, a row per row
-                prefetch_row<Arch, true>(t.out, t.out_type, r * t.out_ld, t.dim_v);
-                if (t.next_q && r < t.next_q_rows)
-                    prefetch_row<Arch, false>(t.next_q, t.q_type, r * t.q_ld, t.dim_qk);
-            }
             float *s_row = s + r * blk::bc;
             const key_range seen = tile_columns(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;

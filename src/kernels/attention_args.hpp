@@ -85,11 +85,6 @@ struct attention_tile {
     uint32_t dropout_threshold;
     float dropout_keep;
 
-    // Q rows the caller runs next (may be null, of q_type): fetched into the cache while this
-    // tile finishes, as are this tile's output rows.
-    const void *next_q;
-    int64_t next_q_rows;
-
     float *scratch;         // attention_scratch_floats(dim_qk, dim_v) floats, 64-byte aligned
     void *out;              // row r at out + r * out_ld, dim_v elements of out_type (rounded once)
     attn_dtype out_type;

@@ -105,8 +105,8 @@ void score_rows(const float *qs, int64_t dim, int64_t rows, const key_range *see
     for (int64_t c = from; c < to; c += W) {
         for (int64_t j = c + decode_prefetch_keys; j < c + decode_prefetch_keys + W; ++j) {
             if (j >= prefetch_end) break;
-            if (fetch_k) attention_detail::prefetch_row<Arch, false>(k[j], dim);
-            if (fetch_v) attention_detail::prefetch_row<Arch, false>(v[j], dim_v);
+            if (fetch_k) attention_detail::prefetch_row<Arch>(k[j], dim);
+            if (fetch_v) attention_detail::prefetch_row<Arch>(v[j], dim_v);
         }
         for (int64_t r = 0; r < rows; ++r) {
             const float *q = qs + r * dim;

@@ -223,8 +223,8 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     int64_t c = lo;
     for (; c + KEYS <= hi; c += KEYS) {
         for (int k = 0; fetch && k < KEYS && c + 16 + k < hi; ++k) {
-            attention_detail::prefetch_row<Arch, false>(t.k.row(j0 + c + 16 + k), t.k.type, 0, dim);
-            attention_detail::prefetch_row<Arch, false>(t.v.row(j0 + c + 16 + k), t.v.type, 0, t.dim_v);
+            attention_detail::prefetch_row<Arch>(t.k.row(j0 + c + 16 + k), t.k.type, 0, dim);
+            attention_detail::prefetch_row<Arch>(t.v.row(j0 + c + 16 + k), t.v.type, 0, t.dim_v);
         }
         row_reader<Arch, E> key[KEYS];
         readers_of<Arch, E>(t.k, j0 + c, KEYS, key);

@@ -18,23 +18,28 @@
 ATTN_KERNELS_BEGIN
 namespace attention_detail {
 
-// Rows this far ahead are prefetched while copying or packing K and V.
-inline constexpr int64_t pack_prefetch_rows = 8;
+// Asks for the cache line holding *p, into every level (PREFETCHT0). An asm statement:
+// GCC 12 at -O2 deletes a template's loop of __builtin_prefetch followed by a last one (the
+// form of prefetch_row below), which had left decoding over quantized caches and the K and V
+// packing without a single prefetch instruction. (Enabled in the packing and the forward
+// tile, those prefetches made f32 prefill slower, so they are gone; decoding keeps them.)
+inline void prefetch_line(const void *p) {
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char *>(p)));
+}
 
-// Asks for the cache lines of row[0 .. count) (elements of T), for reading or (Write) for
-// writing.
-template <class Arch, bool Write, class T>
+// Asks for the cache lines of row[0 .. count) (elements of T), for reading.
+template <class Arch, class T>
 inline void prefetch_row(const T *row, int64_t count) {
     constexpr int64_t per_line = 64 / sizeof(T);
-    for (int64_t i = 0; i < count; i += per_line) __builtin_prefetch(row + i, Write ? 1 : 0, 3);
-    if (count > 0) __builtin_prefetch(row + count - 1, Write ? 1 : 0, 3);
+    for (int64_t i = 0; i < count; i += per_line) prefetch_line(row + i);
+    if (count > 0) prefetch_line(row + count - 1);
 }
 
 // The same for a row of type t at element offset i of base.
-template <class Arch, bool Write>
+template <class Arch>
 inline void prefetch_row(const void *base, attn_dtype t, int64_t i, int64_t count) {
-    prefetch_row<Arch, Write>(static_cast<const char *>(element_at(base, t, i)),
-                              core::element_offset_bytes(t, count + count % 2));
+    prefetch_row<Arch>(static_cast<const char *>(element_at(base, t, i)),
+                       core::element_offset_bytes(t, count + count % 2));
 }
 
 // r[0..16) = the 16 x 16 block's rows in, its columns out (AVX-512): interleave pairs of
@@ -84,9 +89,6 @@ void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t di
                                         {k, j0 + 4}, {k, j0 + 5}, {k, j0 + 6}, {k, j0 + 7},
                                         {k, j0 + 8}, {k, j0 + 9}, {k, j0 + 10}, {k, j0 + 11},
                                         {k, j0 + 12}, {k, j0 + 13}, {k, j0 + 14}, {k, j0 + 15}};
-                // K comes from far caches or memory: fetch the next 16 rows meanwhile
-                for (int64_t i = 0; i < 16 && j0 + 16 + i < keys_end; ++i)
-                    prefetch_row<Arch, false>(k.row(j0 + 16 + i), k.type, 0, dim);
                 int64_t d = 0;
                 for (; d + 16 <= dim; d += 16) {
                     xsimd::batch<float, Arch> r[16];
@@ -102,9 +104,6 @@ void pack_k_panels(const kv_rows &k, int64_t first, int64_t keys_end, int64_t di
             const int64_t j = first + p * nr + n;
             if (j < keys_end) {
                 const reader row(k, j);
-                // K comes from far caches or memory, one row at a time: fetch rows ahead
-                if (j + pack_prefetch_rows < keys_end)
-                    prefetch_row<Arch, false>(k.row(j + pack_prefetch_rows), k.type, 0, dim);
                 for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = row.one(d);
             } else {
                 for (int64_t d = 0; d < dim; ++d) panel[d * nr + n] = 0.0f;
@@ -130,8 +129,6 @@ void pad_v_rows(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, fl
     core::with_kv_format(v.type, [&](auto format) {
         for (int64_t j = 0; j < keys; ++j) {
             float *dst = padded + j * padded_ld;
-            if (j + pack_prefetch_rows < keys)
-                prefetch_row<Arch, false>(v.row(first + j + pack_prefetch_rows), v.type, 0, dim_v);
             read_row<Arch, decltype(format)>(v, first + j, dim_v, dst);
             for (int64_t c = dim_v; c < padded_ld; ++c) dst[c] = 0.0f;
         }

@@ -282,12 +282,6 @@ void forward_call::run_pairs(const sdpa_task &task, int s) const {
             t.row_max = stats_->max + row0;
             t.row_sum = stats_->sum + row0;
         }
-        if (pair + 1 < task.pair_end && sp.head_rows == 1) {
-            const int64_t next_h = hk * group_ + (pair + 1) / sp.q_tiles;
-            const int64_t next_i0 = ((pair + 1) % sp.q_tiles) * br;
-            t.next_q = kernels::element_at(q_, d_.q_type, rows_.q_at(b, next_h, next_i0));
-            t.next_q_rows = sp.queries - next_i0 < br ? sp.queries - next_i0 : br;
-        }
         impl.forward_tile(t);
         if (d_.weights)  // dense only: row() is the dense [b, h, i] index
             impl.weights_tile(t, d_.weights + row0 * d_.len_kv, d_.len_kv, true);
