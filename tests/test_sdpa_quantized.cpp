@@ -310,6 +310,28 @@ TEST_P(sdpa_quantized, e4m3_nan_codes) {
         }
 }
 
+// E4M3 V rows with scales near the top of f32 (2e36: values up to 1.2e37, and sums of a few
+// of them, finite): decoding reads E4M3 codes as 2^-8 of their values with 2^8 in P times the
+// scale, which overflowed to inf for scales above ~1.3e36; such rows are read exactly. Every
+// output finite and, divided by the scale, the reference's at the tolerance of the rule
+// (decode and prefill, rows of 128 and 32).
+TEST_P(sdpa_quantized, e4m3_huge_v_scales) {
+    for (int64_t len_q : {1, 9})
+        for (int64_t dim_v : {128, 32}) {
+            problem p = make_problem(ATTN_DTYPE_FP8_E4M3, granularity::per_row, false, len_q, 77,
+                                     7100 + uint32_t(len_q + dim_v), 8, 128, dim_v);
+            for (size_t i = 0; i < p.v.scale.size(); ++i) p.v.scale[i] = i % 3 ? 2e36f : 1e36f;
+            auto ref = make_context(ATTN_IMPL_REFERENCE);
+            const std::vector<float> want = run(ref.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+            const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+            for (size_t i = 0; i < want.size(); ++i) {
+                ASSERT_TRUE(std::isfinite(want[i])) << i;
+                ASSERT_TRUE(std::isfinite(got[i])) << "len_q " << len_q << ", dim_v " << dim_v << ", output " << i;
+                EXPECT_LE(std::fabs(got[i] - want[i]) / 2e36, 2.0 * tolerance(p) * 6.0) << i;
+            }
+        }
+}
+
 INSTANTIATE_TEST_SUITE_P(paths, sdpa_quantized, testing::ValuesIn(all_paths()), path_name);
 
 // A paged cache, scales in its pages, gives the bits of the same values and scales stored

@@ -373,6 +373,9 @@ void attn_sdpa_desc_init(attn_sdpa_desc *d, int64_t batch, int64_t heads,
  * key contributes A * v even when its weight is 0 (mask -inf, dropped), so a NaN in its v row
  * reaches the output (except, with split-key decoding, where a whole key chunk of the row is
  * masked by -inf).
+ * Range: the SIMD paths sum e^(s_j - m) v_j over the keys before dividing by the softmax's
+ * sum l >= 1 (as FlashAttention does), so V values within a factor l of FLT_MAX can give inf
+ * where the reference, which divides first, stays finite.
  * out must not overlap q, k, v, weights or lse. Without weights, memory use stays
  * O(len * dim): the len_q x len_kv matrix is never built. */
 attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d,

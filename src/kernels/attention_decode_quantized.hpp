@@ -9,12 +9,14 @@
 // One scale per row without zero points is folded: one multiply per score for K, into P for V
 // (P times the sub-block's scales once, so that the products broadcast from memory). On
 // AVX-512, 4-bit codes are read through 16-entry tables (each group's scale and zero point in
-// its table) and E4M3 codes through f16 with 2^8 folded into the scale (decode_widen.hpp).
+// its table) and E4M3 codes through f16 with 2^8 folded into the scale (decode_widen.hpp;
+// V rows whose scale times 2^9 would overflow are read exactly instead).
 // K and V rows 16 keys ahead are prefetched.
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -400,8 +402,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     const int64_t dim_v = t.dim_v;
-    const quant_layout l = layout_of<Arch, E>(t.v, dim_v, 2 * W);
-    const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes are read without
+    const quant_layout lv = layout_of<Arch, E>(t.v, dim_v, 2 * W);
     for (int r = 0; r < R; ++r)
         for (int64_t d = 0; d < dim_v; ++d) o[r * ldo + d] *= rescale[r];
     constexpr int64_t max_keys = 64;  // the arrays below, and a bit of nan_rows a key
@@ -412,11 +413,18 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         const int64_t n = k0 + keys < hi ? keys : hi - k0;
         uint64_t nan_rows = 0;
         readers_of<Arch, E>(t.v, j0 + k0, n, val);
+        quant_layout l = lv;
+        float largest = 0.0f;
         for (int64_t c = 0; c < n; ++c) {
             if (l.fold) scale[c] = val[c].sc[0];
+            if (l.fold && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
             if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
                 if (l.e4m3 && decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) nan_rows |= uint64_t(1) << c;
         }
+        // E4M3 codes read as 2^-8 of their values put 2^8 into p s: where a scale is so large
+        // that p s 2^8 could overflow (p <= 1), the sub-block's codes are read exactly instead.
+        if (l.e4m3 && !(largest <= std::numeric_limits<float>::max() / 512.0f)) l.e4m3 = false;
+        const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes are read without
         if (l.fold)  // p (s v) = (p s) v: the products p s as the old per-key ones, times 2^8 (E4M3)
             for (int r = 0; r < R; ++r)
                 for (int64_t c = 0; c < n; ++c) ps[r][c] = p[r * ldp + k0 + c] * scale[c] * unit;
