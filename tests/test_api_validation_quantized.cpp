@@ -97,12 +97,14 @@ std::vector<sdpa_case> sdpa_cases(const float *scales, const int32_t *starts) {
         {"4-bit: odd batch stride of one batch (not in use)",
          [](d_t &d) { d.kv_type = ATTN_DTYPE_I4; d.k.batch = 65; },
          {ATTN_OK, {}}, {0.5f, 0.0f}},  // I4 nibbles 1 and 0, times 0.5
-        // packed sequences are computed, but not yet over a quantized cache
-        {"q_start with a quantized cache", [=](d_t &d) { d.q_start = starts; },
-         {ATTN_UNSUPPORTED, {"desc->q_start = 0x", "packed sequences over a quantized K/V cache"}}},
-        {"kv_start with a quantized cache", [=](d_t &d) { d.kv_start = starts; },
-         {ATTN_UNSUPPORTED, {"desc->kv_start = 0x", "packed sequences over a quantized K/V cache"}}},
-        {"INVALID before UNSUPPORTED", [=](d_t &d) { d.q_start = starts; d.k_scale = nullptr; },
+        {"4-bit with kv_start: an odd row stride, even with one key", [](d_t &d) {
+             static const int32_t one_key[2] = {0, 1};
+             d.kv_type = ATTN_DTYPE_I4; d.kv_start = one_key; d.len_kv = 1; d.k.seq = 9; },
+         {ATTN_INVALID_ARGUMENT, {"desc->k.seq = 9, must be even with the 4-bit"}}},
+        // packed sequences over a quantized cache: computed (every code 1 times the scale 0.5)
+        {"q_start over a quantized cache", [=](d_t &d) { d.q_start = starts; }, {ATTN_OK, {}}, {0.5f, 0.5f}},
+        {"kv_start over a quantized cache", [=](d_t &d) { d.kv_start = starts; }, {ATTN_OK, {}}, {0.5f, 0.5f}},
+        {"a rule before a packed call", [=](d_t &d) { d.q_start = starts; d.k_scale = nullptr; },
          {ATTN_INVALID_ARGUMENT, {"desc->k_scale = NULL"}}},
     };
 }

@@ -1,5 +1,5 @@
 // The 0.3 fields of attn_sdpa_desc: the rules of quantized K/V caches, and ATTN_UNSUPPORTED for
-// what the attention calls do not compute yet.
+// what the attention calls do not compute (the backward over a quantized cache).
 #include "api/sdpa_fields.hpp"
 
 #include <initializer_list>
@@ -63,12 +63,13 @@ void check_side_group(checker &chk, const attn_sdpa_desc &d, const cache_side &s
 }
 
 // With a 4-bit kv_type every stride of k and v whose dimension has more than one index is
-// even, so that every row starts on a whole byte.
+// even, so that every row starts on a whole byte (packed by kv_start: .seq always, as the
+// packed rows are not bounded by len_kv).
 void check_4bit_strides(checker &chk, const attn_sdpa_desc &d) {
     const int t = enum_int(d.kv_type);
     if (!is_4bit_type(t)) return;
     const int64_t outer = d.block_table ? d.num_pages : d.batch;  // pages of a pool, or batches
-    const int64_t rows = d.block_table ? d.page_size : d.len_kv;
+    const int64_t rows = d.block_table ? d.page_size : d.kv_start ? 2 : d.len_kv;
     for (auto [layout, name] : {std::pair{&d.k, "desc->k"}, std::pair{&d.v, "desc->v"}}) {
         const int64_t stride[3] = {layout->batch, layout->head, layout->seq};
         const int64_t extent[3] = {d.kv_start ? 1 : outer, d.heads_kv, rows};
@@ -105,12 +106,6 @@ void reject_unbuilt_fields(checker &chk, const attn_sdpa_desc &d, bool backward)
         chk.fail(ATTN_UNSUPPORTED,
                  "desc->kv_type = %s (%d): the backward does not support quantized K/V caches",
                  dtype_name(t), t);
-    else if (d.q_start || d.kv_start)  // packed sequences read K/V rows of whole-byte formats
-        chk.fail(ATTN_UNSUPPORTED,
-                 "desc->%s = %p: packed sequences over a quantized K/V cache (desc->kv_type = "
-                 "%s) are not supported yet",
-                 d.q_start ? "q_start" : "kv_start",
-                 d.q_start ? (const void *)d.q_start : (const void *)d.kv_start, dtype_name(t));
 }
 
 }  // namespace attn::api

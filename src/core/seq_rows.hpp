@@ -65,15 +65,13 @@ public:
     int64_t v_at(int64_t b, int64_t hk, int64_t j) const { return key_at(d_.v, b, hk, j); }
 
     // The keys of (b, hk) through the one addressing function of K and V rows (paged, or
-    // contiguous from the sequence's first row).
-    // Without kv_start these are core's k_rows_for / v_rows_for, which also carry a quantized
-    // format's scales and zero points (packed sequences over a quantized cache are refused by
-    // validation).
+    // contiguous from the sequence's first row), with a quantized format's scales and zero
+    // points (core's k_rows_for / v_rows_for; packed: from the sequence's first packed row).
     kv_rows k_rows(const void *k, int64_t b, int64_t hk) const {
-        return d_.kv_start ? packed_rows(k, d_.k, b, hk) : k_rows_for(d_, k, b, hk);
+        return d_.kv_start ? packed_rows(k_rows_for(d_, k, 0, hk), d_.k, b) : k_rows_for(d_, k, b, hk);
     }
     kv_rows v_rows(const void *v, int64_t b, int64_t hk) const {
-        return d_.kv_start ? packed_rows(v, d_.v, b, hk) : v_rows_for(d_, v, b, hk);
+        return d_.kv_start ? packed_rows(v_rows_for(d_, v, 0, hk), d_.v, b) : v_rows_for(d_, v, b, hk);
     }
 
     // The sequence's problem as a dense desc of its own counts: len_q = n_b, len_kv = K_b.
@@ -102,12 +100,14 @@ private:
         return d_.kv_start ? (d_.kv_start[b] + j) * l.seq + hk * l.head
                            : b * l.batch + hk * l.head + j * l.seq;
     }
-    // Sequence b's rows of a packed k or v: contiguous from its first packed row (kv_start
-    // excludes paging).
-    kv_rows packed_rows(const void *x, const attn_layout &l, int64_t b, int64_t hk) const {
-        kv_rows r = kv_rows_for(d_, x, l, 0, hk);
-        r.base = static_cast<const char *>(x) +
-                 element_offset_bytes(d_.kv_type, key_at(l, b, hk, 0));
+    // Sequence b's rows of a packed k or v, given the rows of kv head hk from packed row 0:
+    // contiguous from the sequence's first packed row kv_start[b] (kv_start excludes paging),
+    // its scales and zero points likewise (batch strides unused).
+    kv_rows packed_rows(kv_rows r, const attn_layout &l, int64_t b) const {
+        const int64_t first = d_.kv_start[b];
+        r.base = static_cast<const char *>(r.base) + element_offset_bytes(d_.kv_type, first * l.seq);
+        r.scales.scale += first * r.scales.row_stride;
+        if (r.scales.zero) r.scales.zero += first * r.scales.row_stride;
         return r;
     }
 

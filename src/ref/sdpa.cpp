@@ -95,27 +95,38 @@ std::vector<float> widened(const void *x, attn_dtype t, const attn_layout &l, in
     return out;
 }
 
-// K or V of a quantized cache (kv_type I8 .. FP8_E5M2), every key of every (batch, kv head)
+// The layout of a quantized cache's K or V once dequantized: packed rows with kv_start, else
+// dense [batch, heads_kv, len_kv, dim].
+attn_layout f32_kv_layout(const attn_sdpa_desc &d, int64_t dim) {
+    if (d.kv_start) return {0, dim, d.heads_kv * dim};
+    return {d.heads_kv * d.len_kv * dim, d.len_kv * dim, dim};
+}
+
+// K or V of a quantized cache (kv_type I8 .. FP8_E5M2), every key of every (sequence, kv head)
 // dequantized to f32, x = scale * (q - zero) (or scale * fp8(q)) through the rows' own
-// addressing (paged or not), into a dense [batch, heads_kv, len_kv, dim] array.
+// addressing (paged, packed or dense), into the f32 layout of over_f32_kv: dense
+// [batch, heads_kv, len_kv, dim], or packed [kv_start[batch], heads_kv, dim] with kv_start.
 std::vector<float> dequantized(const attn_sdpa_desc &d, const void *x, bool is_k, int64_t dim) {
-    std::vector<float> out(size_t(d.batch * d.heads_kv * d.len_kv * dim));
+    const core::seq_rows rows(d);
+    const attn_layout l = f32_kv_layout(d, dim);
+    std::vector<float> out(size_t((d.kv_start ? rows.key_rows_total() : d.batch * d.len_kv) *
+                                  d.heads_kv * dim));
     for (int64_t b = 0; b < d.batch; ++b)
         for (int64_t h = 0; h < d.heads_kv; ++h) {
-            const core::kv_rows rows = is_k ? core::k_rows_for(d, x, b, h) : core::v_rows_for(d, x, b, h);
-            float *at = out.data() + (b * d.heads_kv + h) * d.len_kv * dim;
-            for (int64_t j = 0; j < d.len_kv; ++j)
-                for (int64_t c = 0; c < dim; ++c) at[j * dim + c] = rows.value(j, c);
+            const core::kv_rows r = is_k ? rows.k_rows(x, b, h) : rows.v_rows(x, b, h);
+            float *at = out.data() + (d.kv_start ? d.kv_start[b] * l.seq : b * l.batch) + h * l.head;
+            for (int64_t j = 0; j < rows.keys(b); ++j)
+                for (int64_t c = 0; c < dim; ++c) at[j * l.seq + c] = r.value(j, c);
         }
     return out;
 }
 
-// The same problem over f32 K and V, dense [batch, heads_kv, len_kv, dim] (not paged).
-attn_sdpa_desc over_dense_kv(const attn_sdpa_desc &d) {
+// The same problem over those f32 K and V (not paged).
+attn_sdpa_desc over_f32_kv(const attn_sdpa_desc &d) {
     attn_sdpa_desc f = d;
     f.kv_type = ATTN_DTYPE_F32;
-    f.k = {d.heads_kv * d.len_kv * d.dim_qk, d.len_kv * d.dim_qk, d.dim_qk};
-    f.v = {d.heads_kv * d.len_kv * d.dim_v, d.len_kv * d.dim_v, d.dim_v};
+    f.k = f32_kv_layout(d, d.dim_qk);
+    f.v = f32_kv_layout(d, d.dim_v);
     f.block_table = nullptr;
     f.block_table_stride = f.page_size = f.num_pages = 0;
     f.k_scale = f.v_scale = f.k_zero = f.v_zero = nullptr;
@@ -132,7 +143,7 @@ void sdpa_typed(const attn_sdpa_desc &d, const void *q, const void *k, const voi
     if (core::is_quantized(d.kv_type)) {  // dequantized K and V, then as an f32 cache
         const std::vector<float> kf = dequantized(d, k, true, d.dim_qk);
         const std::vector<float> vf = dequantized(d, v, false, d.dim_v);
-        sdpa_typed(over_dense_kv(d), q, kf.data(), vf.data(), out);
+        sdpa_typed(over_f32_kv(d), q, kf.data(), vf.data(), out);
         return;
     }
     if (d.q_type == ATTN_DTYPE_F32 && d.kv_type == ATTN_DTYPE_F32 && d.out_type == ATTN_DTYPE_F32) {
