@@ -111,24 +111,36 @@ def _packed_starts(cu, name):
 
 
 def _sdpa_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, kv_len, dropout_p,
-                 dropout_seed, return_lse, ctx, window, softcap, alibi_slopes, sinks):
+                 dropout_seed, return_lse, ctx, window, softcap, alibi_slopes, sinks,
+                 qtype=None, scales=(None, None, None, None)):
     """sdpa over packed sequences: q [total_q, Hq, D], k [total_k, Hkv, D], v [total_k, Hkv, Dv]
-    (float32); sequence b owns rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 of q and out,
-    and rows cu_seqlens_k[b] .. of k and v (cu_seqlens_k None: every sequence reads all of
-    k, v). Returns out [total_q, Hq, Dv], then lse [total_q, Hq] if return_lse."""
+    (float32, or k and v the codes of a quantized cache of type qtype, whose scales and zero
+    points broadcast to [total_k, Hkv, groups]); sequence b owns rows cu_seqlens_q[b] ..
+    cu_seqlens_q[b + 1] - 1 of q and out, and rows cu_seqlens_k[b] .. of k and v (cu_seqlens_k
+    None: every sequence reads all of k, v). Returns out [total_q, Hq, Dv], then lse
+    [total_q, Hq] if return_lse."""
     qs = _packed_starts(cu_seqlens_q, "cu_seqlens_q")
     ks = _packed_starts(cu_seqlens_k, "cu_seqlens_k") if cu_seqlens_k is not None else None
     if ks is not None and ks.shape != qs.shape:
         raise ValueError("cu_seqlens_k must have the shape of cu_seqlens_q, %s" % (qs.shape,))
-    arrays = [np.asarray(a, np.float32) for a in (q, k, v)]
+    if qtype is None:
+        arrays = [np.asarray(a, np.float32) for a in (q, k, v)]
+        types, per_byte = (_tensors.F32, _tensors.F32), 1
+    else:
+        arrays = [np.asarray(q, np.float32), _quantize.codes(k, "k"), _quantize.codes(v, "v")]
+        types, per_byte = (_tensors.F32, np.dtype(np.uint8)), _quantize.elements_per_byte(qtype)
     for a, n in zip(arrays, ("q", "k", "v")):
         if a.ndim != 3:
             raise ValueError("%s must be 3-D [total, heads, dim] with cu_seqlens, got %s" % (n, a.shape))
     # [total, heads, dim] is BSHD with a batch of one: the layouts' seq and head strides
     q4, k4, v4 = (a[None] for a in arrays)
     d, q4, k4, v4, keep = _desc(q4, k4, v4, "bshd", causal, scale, None, None, dropout_p,
-                                dropout_seed, (_tensors.F32, _tensors.F32))
+                                dropout_seed, types, per_byte)
     _set_features(d, keep, window, softcap, alibi_slopes, sinks)
+    if qtype is not None:  # scales [total_k, Hkv, groups]: BSHD with a batch of one
+        _quantize.set_scales(d, keep, qtype, "bshd",
+                             *(None if x is None else np.asarray(x, np.float32)[None] if np.ndim(x) == 3
+                               else x for x in scales))
     B = qs.shape[0] - 1
     d.batch = B
     d.len_q = max(1, int(np.max(np.diff(qs))))
@@ -147,8 +159,8 @@ def _sdpa_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, kv_len, dro
     _set_layout(d.out, out[None].transpose(0, 2, 1, 3))
     lse = np.empty((int(qs[-1]), Hq), np.float32) if return_lse else None
     d.lse = _tensors.ptr(lse)
-    _lib.call("attn_sdpa_f32", handle(ctx), ctypes.byref(d), _tensors.ptr(q4), _tensors.ptr(k4),
-              _tensors.ptr(v4), _tensors.ptr(out))
+    _lib.call("attn_sdpa_f32" if qtype is None else "attn_sdpa", handle(ctx), ctypes.byref(d),
+              _tensors.ptr(q4), _tensors.ptr(k4), _tensors.ptr(v4), _tensors.ptr(out))
     return (out, lse) if return_lse else out
 
 
@@ -192,19 +204,21 @@ def sdpa(q, k, v, causal=False, scale=None, mask=None, kv_len=None, dropout_p=0.
     [1, Hkv, 1, 1] per head, a scalar per tensor; FP8 may omit them (scale 1), the integer
     types may not; zero points only for the integer types ("u8", "u4" need them). q may be
     float32, float16 or bfloat16 (uint16), out float32 unless out_dtype. Every other option
-    works; not with cu_seqlens.
+    works; with cu_seqlens, k and v are [total_k, Hkv, D] codes (D // 2 bytes for 4 bits) and
+    the scales and zero points broadcast to [total_k, Hkv, groups].
     """
     qtype = _quantize.kv_type(k, kv_dtype, (k_scale, v_scale, k_zero, v_zero))
     if cu_seqlens_q is not None or cu_seqlens_k is not None:
-        if qtype is not None:
-            raise ValueError("packed sequences (cu_seqlens) do not take a quantized K/V cache")
+        if qtype is not None and not _lib.has("attn_sdpa"):
+            raise ValueError("a quantized K/V cache needs attn_sdpa, which the loaded library "
+                             "(%s) does not export" % _lib.library_path())
         if cu_seqlens_q is None:
             raise ValueError("cu_seqlens_k needs cu_seqlens_q")
         if mask is not None or return_weights or out_dtype not in (None, np.float32):
             raise ValueError("with cu_seqlens: no mask, no weights, float32 output")
         return _sdpa_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, kv_len,
                             dropout_p, dropout_seed, return_lse, ctx, window, softcap,
-                            alibi_slopes, sinks)
+                            alibi_slopes, sinks, qtype, (k_scale, v_scale, k_zero, v_zero))
     typed = _lib.has("attn_sdpa")
     qd = np.asarray(q).dtype if typed or qtype else None
     kd = np.asarray(k).dtype if typed else None

@@ -206,3 +206,42 @@ def test_sdpa_quantized_cache_with_mask_and_kv_len():
     p = np.exp(s - s.max(-1, keepdims=True))
     want = p / p.sum(-1, keepdims=True) @ v64
     assert np.max(np.abs(got - want) / (1 + np.abs(want))) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype,group,zero_point", [("i8", 0, True), ("i4", 16, False),
+                                                    ("fp8_e4m3", 0, False)])
+def test_packed_sequences_over_a_quantized_cache(dtype, group, zero_point):
+    """cu_seqlens with a quantized cache: each sequence's rows bit for bit the same sequence
+    alone (the library's batch invariance), and float64 on the dequantized values within 1e-5."""
+    rng = np.random.default_rng(11)
+    lengths = [(5, 40), (1, 90), (0, 7), (3, 3)]  # (queries, keys) per sequence
+    Hq, Hkv, D = 4, 2, 32
+    cu_q = np.cumsum([0] + [n for n, _ in lengths]).astype(np.int32)
+    cu_k = np.cumsum([0] + [m for _, m in lengths]).astype(np.int32)
+    q = rng.standard_normal((cu_q[-1], Hq, D)).astype(np.float32)
+    kf = rng.standard_normal((cu_k[-1], Hkv, D)).astype(np.float32)
+    vf = rng.standard_normal((cu_k[-1], Hkv, D)).astype(np.float32)
+    kq, ks, kz = attn.quantize(kf, dtype, group=group, zero_point=zero_point)
+    vq, vs, vz = attn.quantize(vf, dtype, group=group, zero_point=zero_point)
+    out, lse = attn.sdpa(q, kq, vq, causal="bottom_right", cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                         kv_dtype=dtype, k_scale=ks, v_scale=vs, k_zero=kz, v_zero=vz,
+                         return_lse=True)
+    kd, vd = dequantized(kq, ks, kz, dtype, D), dequantized(vq, vs, vz, dtype, D)
+    for b, (n, m) in enumerate(lengths):
+        if n == 0:
+            continue
+        rq, rk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        sl = lambda x: None if x is None else x[rk][None]  # noqa: E731
+        alone, lse1 = attn.sdpa(q[rq][None], kq[rk][None], vq[rk][None], causal="bottom_right",
+                                layout="bshd", kv_dtype=dtype, k_scale=sl(ks), v_scale=sl(vs),
+                                k_zero=sl(kz), v_zero=sl(vz), return_lse=True)
+        assert np.array_equal(out[rq], alone[0]), "sequence %d" % b
+        assert np.array_equal(lse[rq], lse1[0].T), "lse of sequence %d" % b
+        # float64: s = q k^T / sqrt(D), key j visible to query i when j <= i + m - n
+        s = np.einsum("ihd,jhd->hij", q[rq].astype(np.float64),
+                      np.repeat(kd[rk], Hq // Hkv, axis=1)) / np.sqrt(D)
+        s = np.where(np.arange(m)[None, None, :] <= np.arange(n)[None, :, None] + m - n, s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = np.einsum("hij,jhd->ihd", p / p.sum(-1, keepdims=True),
+                         np.repeat(vd[rk], Hq // Hkv, axis=1))
+        assert np.max(np.abs(out[rq] - want) / (1 + np.abs(want))) <= 1e-5, "sequence %d" % b
