@@ -331,22 +331,23 @@ typedef struct attn_sdpa_desc {
      * row j of sequence b, kv head h, stands for scale * (q - zero) (integer types) or
      * scale * fp8(q) (FP8), with scale = k_scale[b * s.batch + h * s.head + j * s.seq +
      * c / k_group] (s = k_scale_strides; with paging, b is the page and j the row in it, as for
-     * k) and the zero point at the same index of k_zero; likewise for V with the v_ fields.
+     * k; with kv_start, j is the packed row and s.batch is unused) and the zero point at the
+     * same index of k_zero; likewise for V with the v_ fields.
      * Per row: group 0; per group of a row: group g; per channel: s.seq = 0, group 1 (4-bit: 2);
      * per head or per tensor: strides 0. Rules (ATTN_INVALID_ARGUMENT): the scale pointers are
      * required for the integer types and may be NULL (= 1) for FP8; every one of the four
      * pointers is NULL unless kv_type is quantized, and the zero points are NULL for FP8; groups
      * >= 0 and dividing their dimension; with a 4-bit kv_type, dim_qk, dim_v, the groups and
-     * every stride of k and v in use (its dimension has more than one index) are even. Scale
-     * values are not checked. attn_sdpa reads such caches on every path (the forward only:
-     * the backward with a quantized kv_type is ATTN_UNSUPPORTED, as are packed sequences,
-     * q_start / kv_start, over a quantized cache); attn_quantize writes them. */
+     * every stride of k and v in use (its dimension has more than one index; with kv_start
+     * the row stride always) are even. Scale values are not checked. attn_sdpa reads such
+     * caches on every path, packed sequences included (the forward only: the backward with a
+     * quantized kv_type is ATTN_UNSUPPORTED); attn_quantize writes them. */
     const float *k_scale;          /* required for the integer types; FP8: NULL means 1          */
     const float *v_scale;
     const float *k_zero;           /* optional zero points, integer types only; NULL means 0     */
     const float *v_zero;
-    attn_layout k_scale_strides;   /* in floats: .batch (per page with block_table), .head (kv
-                                      head), .seq (key row); a stride of 0 broadcasts           */
+    attn_layout k_scale_strides;   /* in floats: .batch (per page with block_table; unused with
+                                      kv_start), .head (kv head), .seq (key row); 0 broadcasts  */
     attn_layout v_scale_strides;
     int64_t k_group;               /* elements of a K row sharing one scale, dividing dim_qk;
                                       0 = dim_qk (one scale per row)                            */

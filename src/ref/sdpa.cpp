@@ -95,10 +95,11 @@ std::vector<float> widened(const void *x, attn_dtype t, const attn_layout &l, in
     return out;
 }
 
-// The layout of a quantized cache's K or V once dequantized: packed rows with kv_start, else
-// dense [batch, heads_kv, len_kv, dim].
+// The layout of a quantized cache's K or V once dequantized: packed rows with kv_start (no
+// packed row at all: strides 0, as the API passes them), else dense [batch, heads_kv, len_kv,
+// dim].
 attn_layout f32_kv_layout(const attn_sdpa_desc &d, int64_t dim) {
-    if (d.kv_start) return {0, dim, d.heads_kv * dim};
+    if (d.kv_start) return d.kv_start[d.batch] == 0 ? attn_layout{0, 0, 0} : attn_layout{0, dim, d.heads_kv * dim};
     return {d.heads_kv * d.len_kv * dim, d.len_kv * dim, dim};
 }
 
@@ -112,7 +113,7 @@ std::vector<float> dequantized(const attn_sdpa_desc &d, const void *x, bool is_k
     std::vector<float> out(size_t((d.kv_start ? rows.key_rows_total() : d.batch * d.len_kv) *
                                   d.heads_kv * dim));
     for (int64_t b = 0; b < d.batch; ++b)
-        for (int64_t h = 0; h < d.heads_kv; ++h) {
+        for (int64_t h = 0; h < d.heads_kv && rows.keys(b) > 0; ++h) {  // (no keys: no row)
             const core::kv_rows r = is_k ? rows.k_rows(x, b, h) : rows.v_rows(x, b, h);
             float *at = out.data() + (d.kv_start ? d.kv_start[b] * l.seq : b * l.batch) + h * l.head;
             for (int64_t j = 0; j < rows.keys(b); ++j)

@@ -1,7 +1,8 @@
 // attn_sdpa over quantized K/V caches in the API fuzzer: any quantized kv_type (now and then
 // one with a broken rule), scales per row, per group, per channel, per head or per tensor, zero
 // points or not, random codes (FP8 NaN codes included), now and then a NaN or infinite scale,
-// small shapes, causal, kv_len, GQA; on the reference and one SIMD ISA with 1 and 2 threads.
+// small shapes, causal, kv_len, GQA, now and then packed sequences (q_start, kv_start: the
+// scales then addressed by packed row); on the reference and one SIMD ISA with 1 and 2 threads.
 // The contract checked:
 //  - every path gives the same status; a rejected call sets a message and writes nothing;
 //  - 1 and 2 threads agree bitwise (out and lse);
@@ -54,14 +55,33 @@ void fuzz_sdpa_quantized(FuzzedDataProvider &in, value_source &src, attn_context
     d.k = d.v = attn_layout{heads_kv * len_kv * dim, len_kv * dim, dim};  // init counted heads_q kv heads
     d.kv_type = t;
     d.causal = attn_causal(in.ConsumeIntegralInRange<int>(0, 2));
+    // packed sequences: counts within len_q / len_kv, rows [total, heads, dim]
+    std::vector<int32_t> q_start{0}, kv_start{0};
+    const int packing = in.ConsumeIntegralInRange<int>(0, 5);  // 4: q_start, 5: q_start + kv_start
+    for (int64_t b = 0; packing >= 4 && b < batch; ++b) {
+        q_start.push_back(q_start.back() + in.ConsumeIntegralInRange<int32_t>(0, int32_t(len_q)));
+        kv_start.push_back(kv_start.back() + in.ConsumeIntegralInRange<int32_t>(0, int32_t(len_kv)));
+    }
+    if (packing >= 4) {
+        d.q_start = q_start.data();
+        d.q = d.out = attn_layout{0, dim, heads_q * dim};
+    }
+    if (packing == 5) {
+        d.kv_start = kv_start.data();
+        d.k = d.v = attn_layout{0, dim, heads_kv * dim};
+    }
     std::vector<int32_t> kv_len;
     if (in.ConsumeBool()) {
-        for (int64_t b = 0; b < batch; ++b) kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, int32_t(len_kv)));
+        for (int64_t b = 0; b < batch; ++b) {
+            const int32_t keys = packing == 5 ? kv_start[size_t(b + 1)] - kv_start[size_t(b)] : int32_t(len_kv);
+            kv_len.push_back(in.ConsumeIntegralInRange<int32_t>(0, keys));
+        }
         d.kv_len = kv_len.data();
     }
     scale_layout(in, t, heads_kv, len_kv, dim, &d.k_scale_strides, &d.k_group);
     scale_layout(in, t, heads_kv, len_kv, dim, &d.v_scale_strides, &d.v_group);
-    const size_t entries = size_t(batch * heads_kv * len_kv * dim);  // enough for every layout
+    // enough for every layout, packed rows included (a head's scales may overlap the next's)
+    const size_t entries = size_t(batch * heads_kv * len_kv * dim);
     std::vector<float> k_scale(entries), v_scale(entries), k_zero(entries), v_zero(entries);
     const bool specials = in.ConsumeIntegralInRange<int>(0, 7) == 0;
     for (size_t i = 0; i < entries; ++i) {
