@@ -17,8 +17,8 @@
 // The chunks depend on the shape only (a packed sequence's on its own counts only), and every
 // sum has a fixed order: the gradients are the same bits for every thread count, and a packed
 // sequence's are those of the same sequence alone. S and dP exist only as br x bk tiles: memory
-// beyond the inputs and outputs is O(rows) plus the partials, which are capped (none when the
-// heads alone give enough tasks). Every buffer is allocated before an output is written.
+// beyond the inputs and outputs is O(rows) plus the partials, which are capped (for packed
+// sequences, each sequence's; none when the heads alone give enough tasks). Every buffer is allocated before an output is written.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -39,8 +39,9 @@
 namespace attn::ops {
 namespace {
 
-// Key chunks per head are added until (batch x kv heads x chunks) reaches this many tasks,
-// while the dQ partials they need stay within max_partial_floats (32 MB).
+// Key chunks per head are added until (kv heads x chunks) reaches this many tasks (times the
+// batch for a dense batch; a packed sequence on its own), while the dQ partials they need stay
+// within max_partial_floats (32 MB).
 constexpr int64_t target_tasks = 8;
 constexpr int64_t max_partial_floats = int64_t(8) << 20;
 
@@ -82,7 +83,8 @@ struct chunking {
 };
 
 // Chunks are added until heads x chunks reaches target_tasks, while the (chunks - 1) dQ
-// partials of dq_floats each stay within max_partial_floats.
+// partials of dq_floats each stay within max_partial_floats (the whole dense batch's, or one
+// packed sequence's).
 chunking chunks_for(int64_t heads, int64_t key_tiles, int64_t dq_floats) {
     if (key_tiles == 0) return {0, 1, 0};
     int64_t chunks = std::min(key_tiles, ceil_div(target_tasks, heads));
