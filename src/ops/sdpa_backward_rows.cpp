@@ -127,12 +127,13 @@ void finish_gradients(const exec &ex, const seq_rows &seqs, const row_terms &row
         float *dst = dq + seqs.q_at(at.b, at.h, at.i);
         const size_t b = size_t(at.b);
         const int64_t chunk_floats = seqs.queries(at.b) * d.heads_q * d.dim_qk;
-        const float *part = parts.partials + parts.first[b] +
-                            (row - seqs.row(at.b, 0, 0)) * d.dim_qk;
+        // the row in chunk 1's partial (indexed, not a pointer: without chunks there are none)
+        const int64_t part = parts.first[b] + (row - seqs.row(at.b, 0, 0)) * d.dim_qk;
         const bool none = rows.max[size_t(row)] == neg_inf;
         for (int64_t c = 0; c < d.dim_qk; ++c) {
             float sum = dst[c];
-            for (int64_t p = 1; p < parts.chunks[b]; ++p) sum += part[(p - 1) * chunk_floats + c];
+            for (int64_t p = 1; p < parts.chunks[b]; ++p)
+                sum += parts.partials[part + (p - 1) * chunk_floats + c];
             dst[c] = none ? 0.0f : d.scale * sum;
         }
     });
