@@ -125,17 +125,21 @@ void finish_gradients(const exec &ex, const seq_rows &seqs, const row_terms &row
     const attn_sdpa_desc &d = seqs.desc();
     parallel_rows(ex, seqs, [&](const row_place &at, int64_t row) {
         float *dst = dq + seqs.q_at(at.b, at.h, at.i);
-        const size_t b = size_t(at.b);
-        const int64_t chunk_floats = seqs.queries(at.b) * d.heads_q * d.dim_qk;
-        // the row in chunk 1's partial (indexed, not a pointer: without chunks there are none)
-        const int64_t part = parts.first[b] + (row - seqs.row(at.b, 0, 0)) * d.dim_qk;
-        const bool none = rows.max[size_t(row)] == neg_inf;
-        for (int64_t c = 0; c < d.dim_qk; ++c) {
-            float sum = dst[c];
-            for (int64_t p = 1; p < parts.chunks[b]; ++p)
-                sum += parts.partials[part + (p - 1) * chunk_floats + c];
-            dst[c] = none ? 0.0f : d.scale * sum;
+        const int64_t dim = d.dim_qk;
+        if (rows.max[size_t(row)] == neg_inf) {
+            std::fill_n(dst, dim, 0.0f);
+            return;
         }
+        // each element summed in chunk order, then scaled: elementwise, so the loops vectorize
+        const int64_t chunks = parts.chunks[size_t(at.b)];
+        const int64_t chunk_floats = seqs.queries(at.b) * d.heads_q * dim;
+        // the row in chunk 1's partial (indexed, not a pointer: without chunks there are none)
+        const int64_t part = parts.first[size_t(at.b)] + (row - seqs.row(at.b, 0, 0)) * dim;
+        for (int64_t p = 1; p < chunks; ++p) {
+            const float *from = parts.partials + part + (p - 1) * chunk_floats;
+            for (int64_t c = 0; c < dim; ++c) dst[c] += from[c];
+        }
+        for (int64_t c = 0; c < dim; ++c) dst[c] *= d.scale;
     });
     if (d.dsinks)
         for (int64_t h = 0; h < d.heads_q; ++h) {

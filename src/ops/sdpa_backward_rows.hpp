@@ -28,12 +28,24 @@ struct row_place {
 };
 row_place place_of_row(const core::seq_rows &seqs, int64_t row);
 
+// The place of the next row in seq_rows::row order (queries, then heads, then the sequences
+// that have queries).
+inline void next_row(const core::seq_rows &seqs, row_place &at) {
+    if (++at.i < seqs.queries(at.b)) return;
+    at.i = 0;
+    if (++at.h < seqs.desc().heads_q) return;
+    at.h = 0;
+    do ++at.b;
+    while (at.b < seqs.desc().batch && seqs.queries(at.b) == 0);
+}
+
 // body(place, row) for every query row of the call, rows split over the threads in blocks of
 // 256 (each row is computed alone: the partition changes no bit).
 template <class Body>
 void parallel_rows(const exec &ex, const core::seq_rows &seqs, const Body &body) {
     parallel_for(ex, seqs.rows_total(), 256, [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) body(place_of_row(seqs, row), row);
+        row_place at = place_of_row(seqs, begin);
+        for (int64_t row = begin; row < end; ++row, next_row(seqs, at)) body(at, row);
     });
 }
 
