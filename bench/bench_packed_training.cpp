@@ -1,13 +1,13 @@
 // A packed training batch against one dense call of its longest sequence, fp32, causal, H8 D64,
 // rows [tokens, heads, dim] (BSHD) for both:
-//   packed_training/<fused|composed>/<isa>/threads:{1,2}/<phase>/packed8_H8_D64
+//   packed_training/<simd|composed>/<isa>/threads:{1,2}/packed8_H8_D64_<phase>
 //       8 sequences of 64, 128, 256, 512, 768, 1024, 1536 and 2048 tokens in one call
 //       (q_start = kv_start)
-//   packed_training/<fused|composed>/<isa>/threads:{1,2}/<phase>/dense_L2048_H8_D64
+//   packed_training/<simd|composed>/<isa>/threads:{1,2}/dense_L2048_H8_D64_<phase>
 //       one sequence of 2048 tokens
 // phase: fwd (attn_sdpa_f32 with lse), bwd (attn_sdpa_backward_f32 from that lse), fwd_bwd
-// (both, the training step). fused / composed: the backward's implementation
-// (ops/backward_switch.hpp); the forward is the same. GFLOP/s counts the visible (query, key)
+// (both, the training step). simd / composed: the backward's implementation, the fused one or
+// the composed one (ops/backward_switch.hpp); the forward is the same. GFLOP/s counts the visible (query, key)
 // pairs only, 4 D flops each for the forward (S and P V) and 2.5 times that for the backward
 // (S, dP, dV, dK, dQ), so the packed and dense figures compare directly: the target is
 // packed / dense >= 0.9 on fwd_bwd, measured in one run (the ISA is the widest f32 one).
@@ -93,9 +93,8 @@ bool register_packed_training() {
                 if (composed && (ph != phase::fwd_bwd || threads != 1)) continue;
                 for (const batch_shape &s : shapes)
                     benchmark::RegisterBenchmark(
-                        bench_name("packed_training", composed ? "composed" : "fused",
-                                   isa_name(isa), threads,
-                                   std::string(phase_name(ph)) + "/" + s.name)
+                        bench_name("packed_training", composed ? "composed" : "simd",
+                                   isa_name(isa), threads, s.name + "_" + phase_name(ph))
                             .c_str(),
                         packed_training, s, isa, threads, ph, composed)
                         ->UseRealTime()
