@@ -307,7 +307,9 @@ INSTANTIATE_TEST_SUITE_P(
 // ---- backward ----
 
 // The packed backward equals each sequence's own backward (dq, dk, dv rows; 1e-5 relative:
-// the same sums, where the composed and fused backwards may order them differently), and the
+// the packed call takes the forward's lse, each sequence alone recomputes its statistics,
+// which may differ in their last bits; bitwise equality from the same statistics is
+// test_sdpa_ragged_backward.cpp's), and the
 // rows of dk, dv of keys no query sees (past kv_len, left of every window) are zeros.
 TEST_P(ragged_test, BackwardEqualsPerSequence) {
     const std::vector<seq_shape> seqs = {{20, 60, 50}, {0, 10, 10}, {1, 70, 70}, {33, 33, 33},

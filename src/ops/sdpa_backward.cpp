@@ -1,28 +1,28 @@
 // The fused backward of scaled dot-product attention on the SIMD path (FlashAttention-2's
-// algorithm; the tile kernel is kernels/attention_backward.hpp), for every score feature: the
-// scores and the keys each query row sees come from the one definition the forward follows
-// (core/scores.hpp).
-//   1. per query row: the forward's statistics m, 1/l (given, from lse, or recomputed by the
-//      forward kernel with its output discarded; with a sink, l includes it), delta =
-//      rowsum(dO o O), the dropout key, and the sink's gradient -e^(sink - m) / l delta;
-//   2. tasks over (batch, kv head, key chunk): each key tile of the chunk keeps its dK, dV in
-//      the scratch while the query rows that see any of its keys (window, causal limit,
-//      kv_len) of every query head of the group stream past, in head order (GQA sums in a
-//      fixed order), and writes them once; dS K is accumulated into the chunk's dQ (chunk 0:
-//      dq itself; others: dense partials), key tile after key tile;
+// algorithm; the tile kernel is kernels/attention_backward.hpp), for every score feature and
+// for packed sequences (q_start, kv_start): the scores and the keys each query row sees come
+// from the one definition the forward follows (core/scores.hpp), and every row of a sequence
+// is addressed through core/seq_rows.hpp (each sequence's n_b queries, K_b keys, alignment).
+//   1. per query row (sdpa_backward_rows.cpp): the forward's statistics m, 1/l (given, from
+//      lse, or recomputed by the forward kernel with its output discarded; with a sink, l
+//      includes it), delta = rowsum(dO o O), the dropout key, and the sink's gradient
+//      -e^(sink - m) / l delta;
+//   2. tasks over (sequence, kv head, key chunk): each key tile of the chunk, on the
+//      sequence's own keys, keeps its dK, dV in the scratch while the query rows that see any
+//      of its keys (window, causal limit, kv_len) of every query head of the group stream past,
+//      in head order (GQA sums in a fixed order), and writes them once; dS K is accumulated
+//      into the chunk's dQ (chunk 0: dq itself; others: partials), key tile after key tile;
 //   3. dq = scale (dq + partial_1 + ... ), in chunk order; rows without gradient are zeros;
-//      dsinks[h] = the rows' sink gradients summed over (batch, row) in order, in double.
-// The chunks depend on the shape only, and every sum has a fixed order: the gradients are the
-// same bits for every thread count. S and dP exist only as br x bk tiles: memory beyond the
-// inputs and outputs is O(rows) plus the partials, which are capped (none when the heads alone
-// give enough tasks). Every buffer is allocated before an output is written. Packed sequences
-// (q_start, kv_start) take the composed backward (sdpa_backward_composed.cpp) instead.
+//      dsinks[h] = the rows' sink gradients summed over (sequence, row) in order, in double.
+// The chunks depend on the shape only (a packed sequence's on its own counts only), and every
+// sum has a fixed order: the gradients are the same bits for every thread count, and a packed
+// sequence's are those of the same sequence alone. S and dP exist only as br x bk tiles: memory
+// beyond the inputs and outputs is O(rows) plus the partials, which are capped (for packed
+// sequences, each sequence's; none when the heads alone give enough tasks). Every buffer is allocated before an output is written.
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "kernels/attention_args.hpp"
@@ -30,6 +30,7 @@
 #include "ops/backward_switch.hpp"
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
+#include "ops/sdpa_backward_rows.hpp"
 #include "core/scores.hpp"
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
@@ -38,9 +39,9 @@
 namespace attn::ops {
 namespace {
 
-const float neg_inf = -std::numeric_limits<float>::infinity();
-// Key chunks per head are added until (batch x kv heads x chunks) reaches this many tasks,
-// while the dQ partials they need stay within max_partial_floats (32 MB).
+// Key chunks per head are added until (kv heads x chunks) reaches this many tasks (times the
+// batch for a dense batch; a packed sequence on its own), while the dQ partials they need stay
+// within max_partial_floats (32 MB).
 constexpr int64_t target_tasks = 8;
 constexpr int64_t max_partial_floats = int64_t(8) << 20;
 
@@ -75,117 +76,75 @@ row_span rows_seeing(const kernels::key_visibility &seen, int64_t len_q, int64_t
     return {begin, end > begin ? end : begin};
 }
 
-// What step 1 leaves for steps 2 and 3, per query row (dense [b, h, i]).
-struct row_terms {
-    std::vector<float> max, inv_sum, delta;
-    std::vector<double> dsink;  // in double: the sum over rows cancels (delta has either sign)
-    std::vector<uint32_t> dropout_keys;
+// How the key tiles of a sequence are cut into chunks, each chunk a task per kv head with
+// its own dQ (chunk 0: dq itself; others: partials).
+struct chunking {
+    int64_t key_tiles, chunk_tiles, chunks;
 };
 
-// m and l of every row by the forward kernel, a query tile per task, its output and lse into
-// per-worker scratch and discarded.
-void recompute_statistics(const exec &ex, const kernels::kernel_table &kt,
-                          const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
-                          float *row_max, float *row_sum) {
-    const int slots = worker_slots(ex);
-    const int64_t br = kt.attention_br, bc = kt.attention_bc, group = d.heads_q / d.heads_kv;
-    const int64_t tile_floats = ceil_div(kt.attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
-    aligned_floats scratch(size_t(tile_floats * slots));
-    std::vector<float> out(size_t(slots * br * d.dim_v)), lse(size_t(slots * br));
-    const int64_t q_tiles = ceil_div(d.len_q, br);
-    parallel_tasks(ex, d.batch * d.heads_q * q_tiles, [&](int64_t task) {
-        const int64_t bh = task / q_tiles, i0 = (task % q_tiles) * br;
-        const int64_t b = bh / d.heads_q, h = bh % d.heads_q, hk = h / group;
-        const int s = worker_slot(ex);
-        kernels::attention_tile t{};
-        t.rows = std::min(br, d.len_q - i0);
-        t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
-        t.q_type = t.out_type = ATTN_DTYPE_F32;
-        t.q_ld = d.q.seq;
-        t.dim_qk = d.dim_qk;
-        t.dim_v = d.dim_v;
-        t.scale = d.scale;
-        t.k = k_rows_for(d, k, b, hk);
-        t.len_kv = keys_in_batch(d, b);
-        t.v = v_rows_for(d, v, b, hk);
-        // the keys the forward visits for this tile, as ops::sdpa does
-        t.visibility = visibility_for(d, b);
-        const kernels::key_range first = t.visibility.row(i0);
-        const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
-        t.key_begin = first.lo / bc * bc;
-        t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
-        t.first_row = i0;
-        t.softcap = d.softcap;
-        t.alibi_slopes = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
-        t.sinks = d.sinks ? d.sinks + h : nullptr;
-        if (d.mask) {
-            t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
-                     i0 * d.mask_strides.seq;
-            t.mask_ld = d.mask_strides.seq;
-        }
-        t.scratch = scratch.get() + s * tile_floats;
-        t.out = out.data() + s * br * d.dim_v;
-        t.out_ld = d.dim_v;
-        t.lse = lse.data() + s * br;
-        t.row_max = row_max + bh * d.len_q + i0;
-        t.row_sum = row_sum + bh * d.len_q + i0;
-        kt.attention_forward_tile(t);
-    });
+// Chunks are added until heads x chunks reaches target_tasks, while the (chunks - 1) dQ
+// partials of dq_floats each stay within max_partial_floats (the whole dense batch's, or one
+// packed sequence's).
+chunking chunks_for(int64_t heads, int64_t key_tiles, int64_t dq_floats) {
+    if (key_tiles == 0) return {0, 1, 0};
+    int64_t chunks = std::min(key_tiles, ceil_div(target_tasks, heads));
+    if (chunks > 1 && (chunks - 1) * dq_floats > max_partial_floats)
+        chunks = std::max<int64_t>(1, 1 + max_partial_floats / dq_floats);
+    const int64_t chunk_tiles = ceil_div(key_tiles, chunks);
+    return {key_tiles, chunk_tiles, ceil_div(key_tiles, chunk_tiles)};
 }
 
-// Step 1: m, 1/l, delta, the dropout key and the sink's gradient of every row.
-void row_statistics(const exec &ex, const attn_sdpa_desc &d, const float *out, const float *dout,
-                    const float *lse, const row_stats *stats, const float *fwd_sum,
-                    row_terms &rows) {
-    const int64_t rows_total = d.batch * d.heads_q * d.len_q;
-    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) {
-            const int64_t i = row % d.len_q, bh = row / d.len_q;
-            const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
-            float m, l;
-            if (stats) m = stats->max[row], l = stats->sum[row];
-            else if (lse) m = lse[row], l = 1.0f;
-            else m = rows.max[size_t(row)], l = fwd_sum[row];
-            if (l == 0.0f) m = neg_inf;
-            rows.max[size_t(row)] = m;
-            rows.inv_sum[size_t(row)] = 1.0f / l;
-            // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
-            const float *o = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
-            const float *g = dout + b * d.out.batch + h * d.out.head + i * d.out.seq;
-            float delta = 0.0f;
-            if (m != neg_inf)
-                for (int64_t c = 0; c < d.dim_v; ++c) delta += g[c] * o[c];
-            rows.delta[size_t(row)] = delta;
-            if (!rows.dropout_keys.empty())
-                rows.dropout_keys[size_t(row)] = dropout::row_key(d.dropout_seed, b, h, i);
-            // the sink takes part in the softmax with no value: d loss / d sink = -P_sink delta
-            if (!rows.dsink.empty()) {
-                const float sink = sink_for(d, h);
-                rows.dsink[size_t(row)] =
-                    m == neg_inf || sink == neg_inf
-                        ? 0.0
-                        : -(std::exp(double(sink) - double(m)) / double(l)) * double(delta);
-            }
-        }
-    });
+// Each sequence's chunks. A dense batch is cut as one problem (every sequence alike, from the
+// whole batch's heads and dq); packed sequences each from their own counts alone, so that a
+// sequence's gradients are the same bits whatever else is in the batch.
+std::vector<chunking> sequence_chunks(const seq_rows &seqs, int64_t bk) {
+    const attn_sdpa_desc &d = seqs.desc();
+    std::vector<chunking> out(size_t(d.batch));
+    const bool packed = d.q_start || d.kv_start;
+    const chunking dense = chunks_for(d.batch * d.heads_kv, ceil_div(d.len_kv, bk),
+                                      seqs.rows_total() * d.dim_qk);
+    for (int64_t b = 0; b < d.batch; ++b)
+        out[size_t(b)] = !packed ? dense
+                                 : chunks_for(d.heads_kv, ceil_div(seqs.keys(b), bk),
+                                              seqs.queries(b) * d.heads_q * d.dim_qk);
+    return out;
 }
 
-// Step 2's tasks: chunk `chunk` of the key tiles of (batch, kv head) `head`.
+// Step 2's task: chunk `chunk` of the key tiles of kv head hk of sequence b.
+struct key_task {
+    int64_t b, hk, chunk;
+};
+
+// The tasks, the costliest sequences (queries x keys) first so that the long ones start
+// early; the order changes which thread runs a task, never a bit.
+std::vector<key_task> key_tasks(const seq_rows &seqs, const std::vector<chunking> &cuts) {
+    const attn_sdpa_desc &d = seqs.desc();
+    std::vector<int64_t> order(size_t(d.batch));
+    for (int64_t b = 0; b < d.batch; ++b) order[size_t(b)] = b;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+        return seqs.queries(x) * seqs.keys(x) > seqs.queries(y) * seqs.keys(y);
+    });
+    std::vector<key_task> tasks;
+    for (int64_t b : order)
+        for (int64_t hk = 0; hk < d.heads_kv; ++hk)
+            for (int64_t c = 0; c < cuts[size_t(b)].chunks; ++c) tasks.push_back({b, hk, c});
+    return tasks;
+}
+
+// What step 2's tasks share.
 struct key_chunks {
-    const attn_sdpa_desc &d;
+    const seq_rows &seqs;
     const kernels::kernel_table &kt;
     const float *q, *k, *v, *dout;
     float *dq, *dk, *dv;
     const row_terms *rows;
-    float *partials;  // dQ of chunks 1.. (dense [b, h, i, c])
-    int64_t chunks, chunk_tiles, key_tiles, dq_floats;
+    const std::vector<chunking> &cuts;
+    const dq_partials &parts;
 };
 
-void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *scratch) {
-    const attn_sdpa_desc &d = plan.d;
-    const int64_t bk = plan.kt.attention_backward_bk, group = d.heads_q / d.heads_kv;
-    const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
-    const int64_t keys_b = keys_in_batch(d, b);
+// The tile fields every key tile of sequence b shares.
+kernels::attention_backward_tile key_tile_of(const key_chunks &plan, int64_t b, float *scratch) {
+    const attn_sdpa_desc &d = plan.seqs.desc();
     const bool dropout = d.dropout_p > 0.0f;
     kernels::attention_backward_tile t{};
     t.dim_qk = d.dim_qk;
@@ -197,24 +156,35 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
     t.dv_ld = d.v.seq;
     t.q_ld = d.q.seq;
     t.dout_ld = d.out.seq;
-    t.visibility = visibility_for(d, b);
+    t.visibility = plan.seqs.visibility(b);
     t.softcap = d.softcap;
     t.mask_ld = d.mask_strides.seq;
     t.dropout_threshold = dropout ? dropout::threshold(d.dropout_p) : 0;
     t.dropout_keep = dropout ? dropout::keep_scale(d.dropout_p) : 1.0f;
     t.scratch = scratch;
-    const int64_t tile_end = std::min(plan.key_tiles, (chunk + 1) * plan.chunk_tiles);
-    for (int64_t kt_i = chunk * plan.chunk_tiles; kt_i < tile_end; ++kt_i) {
+    return t;
+}
+
+void run_key_chunk(const key_chunks &plan, const key_task &task, float *scratch) {
+    const seq_rows &seqs = plan.seqs;
+    const attn_sdpa_desc &d = seqs.desc();
+    const int64_t bk = plan.kt.attention_backward_bk, group = d.heads_q / d.heads_kv;
+    const int64_t b = task.b, hk = task.hk, chunk = task.chunk;
+    const int64_t keys_b = seqs.keys(b), visible_b = seqs.visible_keys(b), n_b = seqs.queries(b);
+    const chunking &cut = plan.cuts[size_t(b)];
+    kernels::attention_backward_tile t = key_tile_of(plan, b, scratch);
+    const int64_t tile_end = std::min(cut.key_tiles, (chunk + 1) * cut.chunk_tiles);
+    for (int64_t kt_i = chunk * cut.chunk_tiles; kt_i < tile_end; ++kt_i) {
         const int64_t key0 = kt_i * bk;
-        const int64_t tile_keys = std::min(bk, d.len_kv - key0);
+        const int64_t tile_keys = std::min(bk, keys_b - key0);
         t.key0 = key0;
-        t.keys = std::max<int64_t>(0, std::min(tile_keys, keys_b - key0));
-        t.k = plan.k + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
-        t.v = plan.v + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
-        t.dk = plan.dk + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
-        t.dv = plan.dv + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
-        // keys past the batch's length get no gradient; nor do keys no query row sees
-        const row_span seen = rows_seeing(t.visibility, d.len_q, key0, key0 + t.keys);
+        t.keys = std::max<int64_t>(0, std::min(tile_keys, visible_b - key0));
+        t.k = plan.k + seqs.k_at(b, hk, key0);
+        t.v = plan.v + seqs.v_at(b, hk, key0);
+        t.dk = plan.dk + seqs.k_at(b, hk, key0);
+        t.dv = plan.dv + seqs.v_at(b, hk, key0);
+        // keys past the sequence's kv_len get no gradient; nor do keys no query row sees
+        const row_span seen = rows_seeing(t.visibility, n_b, key0, key0 + t.keys);
         if (seen.end == seen.begin) t.keys = 0;
         for (int64_t c = t.keys; c < tile_keys; ++c) {
             std::memset(t.dk + c * d.k.seq, 0, sizeof(float) * size_t(d.dim_qk));
@@ -222,22 +192,25 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
         }
         if (t.keys == 0) continue;
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-            const int64_t bh = b * d.heads_q + h;
+            const int64_t row0 = seqs.row(b, h, 0);  // the rows of (b, h) are consecutive
             t.first_head = h == hk * group;
             t.last_head = h == (hk + 1) * group - 1;
-            t.q = plan.q + b * d.q.batch + h * d.q.head;
-            t.dout = plan.dout + b * d.out.batch + h * d.out.head;
+            t.q = plan.q + seqs.q_at(b, h, 0);
+            t.dout = plan.dout + seqs.out_at(b, h, 0);
             if (chunk == 0) {
-                t.dq = plan.dq + b * d.q.batch + h * d.q.head;
+                t.dq = plan.dq + seqs.q_at(b, h, 0);
                 t.dq_ld = d.q.seq;
             } else {
-                t.dq = plan.partials + (chunk - 1) * plan.dq_floats + bh * d.len_q * d.dim_qk;
+                t.dq = plan.parts.partials + plan.parts.first[size_t(b)] +
+                       ((chunk - 1) * d.heads_q + h) * n_b * d.dim_qk;
                 t.dq_ld = d.dim_qk;
             }
-            t.row_max = plan.rows->max.data() + bh * d.len_q;
-            t.row_inv_sum = plan.rows->inv_sum.data() + bh * d.len_q;
-            t.row_delta = plan.rows->delta.data() + bh * d.len_q;
-            t.dropout_keys = dropout ? plan.rows->dropout_keys.data() + bh * d.len_q : nullptr;
+            t.row_max = plan.rows->max.data() + row0;
+            t.row_inv_sum = plan.rows->inv_sum.data() + row0;
+            t.row_delta = plan.rows->delta.data() + row0;
+            t.dropout_keys = plan.rows->dropout_keys.empty()
+                                 ? nullptr
+                                 : plan.rows->dropout_keys.data() + row0;
             t.mask = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head
                             : nullptr;
             t.alibi_slope = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
@@ -277,12 +250,9 @@ struct backward_impl {
 };
 
 const backward_impl backward_impls[] = {
-    // fused: dense batches (it addresses rows as [batch, head, row]); packed sequences
-    // (q_start, kv_start), each with its own counts and alignment, go on to the composed
-    // backward, which addresses every row through core/seq_rows.hpp. The switch of
-    // backward_switch.hpp sends every call there, for comparison.
-    {[](const attn_sdpa_desc &d) { return !backward_composed() && !d.q_start && !d.kv_start; },
-     &fused_backward},
+    // fused: every call, dense or packed (q_start, kv_start); the switch of
+    // backward_switch.hpp sends every call to the composed backward instead, for comparison.
+    {[](const attn_sdpa_desc &) { return !backward_composed(); }, &fused_backward},
     // composed
     {[](const attn_sdpa_desc &) { return true; }, &composed_backward},
 };
@@ -311,73 +281,49 @@ void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_
                     const float *q, const float *k, const float *v, const float *out,
                     const float *dout, const float *lse, float *dq, float *dk, float *dv,
                     const row_stats *stats) {
-    const int64_t bk = kt->attention_backward_bk;
-    const bool dropout = d.dropout_p > 0.0f;
-    const int64_t rows_total = d.batch * d.heads_q * d.len_q;
-    const int64_t key_tiles = ceil_div(d.len_kv, bk);
-    const int64_t heads = d.batch * d.heads_kv;
-    const int64_t dq_floats = rows_total * d.dim_qk;
-    int64_t chunks = std::min(key_tiles, ceil_div(target_tasks, heads));
-    if (chunks > 1 && (chunks - 1) * dq_floats > max_partial_floats)
-        chunks = std::max<int64_t>(1, 1 + max_partial_floats / dq_floats);
-    const int64_t chunk_tiles = ceil_div(key_tiles, chunks);
-    chunks = ceil_div(key_tiles, chunk_tiles);
+    const seq_rows seqs(d);  // each sequence's rows and counts (packed or dense)
+    const std::vector<chunking> cuts = sequence_chunks(seqs, kt->attention_backward_bk);
+    const std::vector<key_task> tasks = key_tasks(seqs, cuts);
 
     // ---- scratch, all before any output is written ----
     const int64_t slot_floats =
         ceil_div(kt->attention_backward_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
     aligned_floats scratch(size_t(slot_floats * worker_slots(ex)));
-    const size_t n_rows = static_cast<size_t>(rows_total);
+    const size_t n_rows = static_cast<size_t>(seqs.rows_total());
     row_terms rows;
     rows.max.resize(n_rows);
     rows.inv_sum.resize(n_rows);
     rows.delta.resize(n_rows);
     rows.dsink.resize(d.dsinks ? n_rows : 0);
-    rows.dropout_keys.resize(dropout ? n_rows : 0);
-    std::vector<float> partials(size_t((chunks - 1) * dq_floats), 0.0f);
+    rows.dropout_keys.resize(d.dropout_p > 0.0f ? n_rows : 0);
+    dq_partials parts{nullptr, std::vector<int64_t>(size_t(d.batch) + 1, 0),
+                      std::vector<int64_t>(size_t(d.batch), 0)};
+    for (int64_t b = 0; b < d.batch; ++b) {
+        const int64_t chunks = cuts[size_t(b)].chunks;
+        parts.chunks[size_t(b)] = chunks;
+        parts.first[size_t(b) + 1] = parts.first[size_t(b)] +
+            std::max<int64_t>(chunks - 1, 0) * seqs.queries(b) * d.heads_q * d.dim_qk;
+    }
+    std::vector<float> partials(size_t(parts.first.back()), 0.0f);
+    parts.partials = partials.data();
     const bool recompute = !stats && !lse;
     std::vector<float> fwd_sum(recompute ? n_rows : 0);
 
     // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
-    if (recompute) recompute_statistics(ex, *kt, d, q, k, v, rows.max.data(), fwd_sum.data());
-    row_statistics(ex, d, out, dout, lse, stats, fwd_sum.data(), rows);
+    if (recompute) recompute_statistics(ex, *kt, seqs, q, k, v, rows.max.data(), fwd_sum.data());
+    row_statistics(ex, seqs, out, dout, lse, stats, fwd_sum.data(), rows);
 
     // ---- 2. key tiles; dq (chunk 0) starts from zero ----
-    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) {
-            const int64_t i = row % d.len_q, bh = row / d.len_q;
-            float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
-            std::memset(dst, 0, sizeof(float) * size_t(d.dim_qk));
-        }
+    parallel_rows(ex, seqs, [&](const row_place &at, int64_t) {
+        std::memset(dq + seqs.q_at(at.b, at.h, at.i), 0, sizeof(float) * size_t(d.dim_qk));
     });
-    const key_chunks plan{d, *kt, q, k, v, dout, dq, dk, dv, &rows, partials.data(),
-                          chunks, chunk_tiles, key_tiles, dq_floats};
-    parallel_tasks(ex, heads * chunks, [&](int64_t task) {
-        run_key_chunk(plan, task / chunks, task % chunks,
-                      scratch.get() + worker_slot(ex) * slot_floats);
+    const key_chunks plan{seqs, *kt, q, k, v, dout, dq, dk, dv, &rows, cuts, parts};
+    parallel_tasks(ex, int64_t(tasks.size()), [&](int64_t task) {
+        run_key_chunk(plan, tasks[size_t(task)], scratch.get() + worker_slot(ex) * slot_floats);
     });
 
     // ---- 3. dq = scale * (sum of the chunks, in order); dsinks summed in (batch, row) order ----
-    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) {
-            const int64_t i = row % d.len_q, bh = row / d.len_q;
-            float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
-            const bool none = rows.max[size_t(row)] == neg_inf;
-            for (int64_t c = 0; c < d.dim_qk; ++c) {
-                float sum = dst[c];
-                for (int64_t p = 1; p < chunks; ++p) sum += partials[size_t((p - 1) * dq_floats + row * d.dim_qk + c)];
-                dst[c] = none ? 0.0f : d.scale * sum;
-            }
-        }
-    });
-    if (d.dsinks)
-        for (int64_t h = 0; h < d.heads_q; ++h) {
-            double sum = 0.0;
-            for (int64_t b = 0; b < d.batch; ++b)
-                for (int64_t i = 0; i < d.len_q; ++i)
-                    sum += rows.dsink[size_t((b * d.heads_q + h) * d.len_q + i)];
-            d.dsinks[h] = static_cast<float>(sum);
-        }
+    finish_gradients(ex, seqs, rows, parts, dq);
 }
 
 }  // namespace

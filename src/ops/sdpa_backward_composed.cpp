@@ -1,7 +1,7 @@
 // The composed backward of scaled dot-product attention (the SIMD path before the fused one in
-// sdpa_backward.cpp; the SIMD path of packed sequences, q_start / kv_start, every row through
-// core/seq_rows.hpp; otherwise kept for comparison — tests and benchmarks — and reached through
-// ops/backward_switch.hpp), composed from the GEMM
+// sdpa_backward.cpp, dense or packed, q_start / kv_start, every row through core/seq_rows.hpp;
+// kept for comparison — tests and benchmarks — and reached through ops/backward_switch.hpp
+// only), composed from the GEMM
 // (ops::gemm) and the kernels' vector exp. One task per (batch, kv head): its query heads,
 // in order, and their query rows in blocks of block_rows (so scratch stays O(rows x len_kv)):
 //   S   = the scores of core/scores.hpp from scale Q_blk K^T (softcap, + mask,

@@ -1,0 +1,154 @@
+// Steps 1 and 3 of the fused backward (sdpa_backward_rows.hpp): what is computed row by row.
+#include "ops/sdpa_backward_rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/dropout.hpp"
+#include "core/scores.hpp"
+#include "kernels/attention_args.hpp"
+
+namespace attn::ops {
+namespace {
+
+const float neg_inf = -std::numeric_limits<float>::infinity();
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+row_place place_of_row(const seq_rows &seqs, int64_t row) {
+    const attn_sdpa_desc &d = seqs.desc();
+    if (!d.q_start) {
+        const int64_t bh = row / d.len_q;
+        return {bh / d.heads_q, bh % d.heads_q, row % d.len_q};
+    }
+    // rows of sequence b: [q_start[b] heads_q, q_start[b + 1] heads_q), so the sequence is the
+    // last whose first query is at most row / heads_q (one with no queries is never found)
+    const int64_t query = row / d.heads_q;
+    const int64_t b = std::upper_bound(d.q_start, d.q_start + d.batch + 1, query) - d.q_start - 1;
+    const int64_t n = seqs.queries(b), in_seq = row - int64_t(d.q_start[b]) * d.heads_q;
+    return {b, in_seq / n, in_seq % n};
+}
+
+void recompute_statistics(const exec &ex, const kernels::kernel_table &kt, const seq_rows &seqs,
+                          const float *q, const float *k, const float *v, float *row_max,
+                          float *row_sum) {
+    const attn_sdpa_desc &d = seqs.desc();
+    const int slots = worker_slots(ex);
+    const int64_t br = kt.attention_br, bc = kt.attention_bc, group = d.heads_q / d.heads_kv;
+    const int64_t tile_floats = ceil_div(kt.attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
+    aligned_floats scratch(size_t(tile_floats * slots));
+    std::vector<float> out(size_t(slots * br * d.dim_v)), lse(size_t(slots * br));
+    // tasks: each sequence's (head, query tile) pairs, the sequences in order
+    std::vector<int64_t> first_task(size_t(d.batch + 1), 0);
+    for (int64_t b = 0; b < d.batch; ++b)
+        first_task[size_t(b + 1)] = first_task[size_t(b)] + d.heads_q * ceil_div(seqs.queries(b), br);
+    parallel_tasks(ex, first_task.back(), [&](int64_t task) {
+        const int64_t b =
+            std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin() - 1;
+        const int64_t q_tiles = ceil_div(seqs.queries(b), br), pair = task - first_task[size_t(b)];
+        const int64_t h = pair / q_tiles, i0 = (pair % q_tiles) * br, hk = h / group;
+        const int s = worker_slot(ex);
+        kernels::attention_tile t{};
+        t.rows = std::min(br, seqs.queries(b) - i0);
+        t.q = q + seqs.q_at(b, h, i0);
+        t.q_type = t.out_type = ATTN_DTYPE_F32;
+        t.q_ld = d.q.seq;
+        t.dim_qk = d.dim_qk;
+        t.dim_v = d.dim_v;
+        t.scale = d.scale;
+        t.k = seqs.k_rows(k, b, hk);
+        t.len_kv = seqs.visible_keys(b);
+        t.v = seqs.v_rows(v, b, hk);
+        // the keys the forward visits for this tile, as ops::sdpa does
+        t.visibility = seqs.visibility(b);
+        const kernels::key_range first = t.visibility.row(i0);
+        const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
+        t.key_begin = first.lo / bc * bc;
+        t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
+        t.first_row = i0;
+        t.softcap = d.softcap;
+        t.alibi_slopes = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
+        t.sinks = d.sinks ? d.sinks + h : nullptr;
+        if (d.mask) {
+            t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
+                     i0 * d.mask_strides.seq;
+            t.mask_ld = d.mask_strides.seq;
+        }
+        t.scratch = scratch.get() + s * tile_floats;
+        t.out = out.data() + s * br * d.dim_v;
+        t.out_ld = d.dim_v;
+        t.lse = lse.data() + s * br;
+        t.row_max = row_max + seqs.row(b, h, i0);
+        t.row_sum = row_sum + seqs.row(b, h, i0);
+        kt.attention_forward_tile(t);
+    });
+}
+
+void row_statistics(const exec &ex, const seq_rows &seqs, const float *out, const float *dout,
+                    const float *lse, const row_stats *stats, const float *fwd_sum,
+                    row_terms &rows) {
+    const attn_sdpa_desc &d = seqs.desc();
+    parallel_rows(ex, seqs, [&](const row_place &at, int64_t row) {
+        float m, l;
+        if (stats) m = stats->max[row], l = stats->sum[row];
+        else if (lse) m = lse[seqs.lse_at(at.b, at.h, at.i)], l = 1.0f;
+        else m = rows.max[size_t(row)], l = fwd_sum[row];
+        if (l == 0.0f) m = neg_inf;
+        rows.max[size_t(row)] = m;
+        rows.inv_sum[size_t(row)] = 1.0f / l;
+        // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
+        const int64_t out_row = seqs.out_at(at.b, at.h, at.i);
+        const float *o = out + out_row, *g = dout + out_row;
+        float delta = 0.0f;
+        if (m != neg_inf)
+            for (int64_t c = 0; c < d.dim_v; ++c) delta += g[c] * o[c];
+        rows.delta[size_t(row)] = delta;
+        // the forward's key of the row: (sequence, head, query within the sequence)
+        if (!rows.dropout_keys.empty())
+            rows.dropout_keys[size_t(row)] = dropout::row_key(d.dropout_seed, at.b, at.h, at.i);
+        // the sink takes part in the softmax with no value: d loss / d sink = -P_sink delta
+        if (!rows.dsink.empty()) {
+            const float sink = sink_for(d, at.h);
+            rows.dsink[size_t(row)] =
+                m == neg_inf || sink == neg_inf
+                    ? 0.0
+                    : -(std::exp(double(sink) - double(m)) / double(l)) * double(delta);
+        }
+    });
+}
+
+void finish_gradients(const exec &ex, const seq_rows &seqs, const row_terms &rows,
+                      const dq_partials &parts, float *dq) {
+    const attn_sdpa_desc &d = seqs.desc();
+    parallel_rows(ex, seqs, [&](const row_place &at, int64_t row) {
+        float *dst = dq + seqs.q_at(at.b, at.h, at.i);
+        const int64_t dim = d.dim_qk;
+        if (rows.max[size_t(row)] == neg_inf) {
+            std::fill_n(dst, dim, 0.0f);
+            return;
+        }
+        // each element summed in chunk order, then scaled: elementwise, so the loops vectorize
+        const int64_t chunks = parts.chunks[size_t(at.b)];
+        const int64_t chunk_floats = seqs.queries(at.b) * d.heads_q * dim;
+        // the row in chunk 1's partial (indexed, not a pointer: without chunks there are none)
+        const int64_t part = parts.first[size_t(at.b)] + (row - seqs.row(at.b, 0, 0)) * dim;
+        for (int64_t p = 1; p < chunks; ++p) {
+            const float *from = parts.partials + part + (p - 1) * chunk_floats;
+            for (int64_t c = 0; c < dim; ++c) dst[c] += from[c];
+        }
+        for (int64_t c = 0; c < dim; ++c) dst[c] *= d.scale;
+    });
+    if (d.dsinks)
+        for (int64_t h = 0; h < d.heads_q; ++h) {
+            double sum = 0.0;
+            for (int64_t b = 0; b < d.batch; ++b)
+                for (int64_t i = 0; i < seqs.queries(b); ++i)
+                    sum += rows.dsink[size_t(seqs.row(b, h, i))];
+            d.dsinks[h] = static_cast<float>(sum);
+        }
+}
+
+}  // namespace attn::ops
