@@ -33,6 +33,7 @@
 #include "core/scores.hpp"
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
+#include "core/convert.hpp"
 #include "ref/ref.hpp"
 
 namespace attn::ops {
@@ -45,6 +46,37 @@ constexpr int64_t target_tasks = 8;
 constexpr int64_t max_partial_floats = int64_t(8) << 20;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Element `at` of an array of type t, and its value widened to f32 (exact).
+const void *element(const void *base, attn_dtype t, int64_t at) {
+    return static_cast<const char *>(base) + at * int64_t(attn_dtype_size(t));
+}
+void *element(void *base, attn_dtype t, int64_t at) {
+    return static_cast<char *>(base) + at * int64_t(attn_dtype_size(t));
+}
+float value_at(const void *base, attn_dtype t, int64_t at) {
+    const void *x = element(base, t, at);
+    if (t == ATTN_DTYPE_F32) return *static_cast<const float *>(x);
+    const uint16_t h = *static_cast<const uint16_t *>(x);
+    return t == ATTN_DTYPE_BF16 ? convert::bf16_to_f32(h) : convert::f16_to_f32(h);
+}
+
+// The tensors of one backward call as stored: q, dq of d.q_type; k, v, dk, dv of d.kv_type;
+// out, dout of d.out_type. dQ is accumulated in f32: in dq itself when q is f32, else in
+// dq_acc (dense [b, h, i, c]) and rounded once into dq.
+struct backward_tensors {
+    const void *q, *k, *v, *out, *dout;
+    void *dq, *dk, *dv;
+    float *dq_acc;
+    attn_layout dq_acc_layout;
+};
+
+// The tile kernel and its scratch: the f32 one, or the one with bf16 products (pairs).
+struct backward_kernel {
+    void (*tile)(const kernels::attention_backward_tile &);
+    int64_t (*scratch_floats)(int64_t dim_qk, int64_t dim_v);
+    bool pairs;
+};
 
 std::atomic<int> &composed_flag() {
     static std::atomic<int> flag{[] {
@@ -82,14 +114,27 @@ struct row_terms {
     std::vector<uint32_t> dropout_keys;
 };
 
+// The forward entry with bf16 products whose scores the bf16 backward's match (the tiles
+// pack K and V themselves when not given them packed), or null.
+const kernels::attention_impl *pair_entry(const kernels::kernel_table &kt) {
+    const kernels::attention_impl_list &l = kt.attention_impls;
+    for (int i = 0; i < l.count; ++i)
+        if (l.entries[i].pair_products && l.entries[i].packs()) return &l.entries[i];
+    return nullptr;
+}
+
 // m and l of every row by the forward kernel, a query tile per task, its output and lse into
 // per-worker scratch and discarded.
 void recompute_statistics(const exec &ex, const kernels::kernel_table &kt,
-                          const attn_sdpa_desc &d, const float *q, const float *k, const float *v,
-                          float *row_max, float *row_sum) {
+                          const attn_sdpa_desc &d, bool pairs, const void *q, const void *k,
+                          const void *v, float *row_max, float *row_sum) {
     const int slots = worker_slots(ex);
-    const int64_t br = kt.attention_br, bc = kt.attention_bc, group = d.heads_q / d.heads_kv;
-    const int64_t tile_floats = ceil_div(kt.attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
+    const kernels::attention_impl *tiles = pairs ? pair_entry(kt) : nullptr;
+    const int64_t br = tiles ? tiles->br : kt.attention_br, bc = tiles ? tiles->bc : kt.attention_bc;
+    const int64_t group = d.heads_q / d.heads_kv;
+    const int64_t tile_floats =
+        ceil_div(tiles ? tiles->scratch_floats(d.dim_qk, d.dim_v)
+                       : kt.attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
     aligned_floats scratch(size_t(tile_floats * slots));
     std::vector<float> out(size_t(slots * br * d.dim_v)), lse(size_t(slots * br));
     const int64_t q_tiles = ceil_div(d.len_q, br);
@@ -99,8 +144,9 @@ void recompute_statistics(const exec &ex, const kernels::kernel_table &kt,
         const int s = worker_slot(ex);
         kernels::attention_tile t{};
         t.rows = std::min(br, d.len_q - i0);
-        t.q = q + b * d.q.batch + h * d.q.head + i0 * d.q.seq;
-        t.q_type = t.out_type = ATTN_DTYPE_F32;
+        t.q = element(q, d.q_type, b * d.q.batch + h * d.q.head + i0 * d.q.seq);
+        t.q_type = d.q_type;
+        t.out_type = ATTN_DTYPE_F32;
         t.q_ld = d.q.seq;
         t.dim_qk = d.dim_qk;
         t.dim_v = d.dim_v;
@@ -129,12 +175,14 @@ void recompute_statistics(const exec &ex, const kernels::kernel_table &kt,
         t.lse = lse.data() + s * br;
         t.row_max = row_max + bh * d.len_q + i0;
         t.row_sum = row_sum + bh * d.len_q + i0;
-        kt.attention_forward_tile(t);
+        // the scores the forward computed: with bf16 products when the backward's are
+        if (tiles) tiles->forward_tile(t);
+        else kt.attention_forward_tile(t);
     });
 }
 
 // Step 1: m, 1/l, delta, the dropout key and the sink's gradient of every row.
-void row_statistics(const exec &ex, const attn_sdpa_desc &d, const float *out, const float *dout,
+void row_statistics(const exec &ex, const attn_sdpa_desc &d, const void *out, const void *dout,
                     const float *lse, const row_stats *stats, const float *fwd_sum,
                     row_terms &rows) {
     const int64_t rows_total = d.batch * d.heads_q * d.len_q;
@@ -150,11 +198,11 @@ void row_statistics(const exec &ex, const attn_sdpa_desc &d, const float *out, c
             rows.max[size_t(row)] = m;
             rows.inv_sum[size_t(row)] = 1.0f / l;
             // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
-            const float *o = out + b * d.out.batch + h * d.out.head + i * d.out.seq;
-            const float *g = dout + b * d.out.batch + h * d.out.head + i * d.out.seq;
+            const int64_t o = b * d.out.batch + h * d.out.head + i * d.out.seq;
             float delta = 0.0f;
             if (m != neg_inf)
-                for (int64_t c = 0; c < d.dim_v; ++c) delta += g[c] * o[c];
+                for (int64_t c = 0; c < d.dim_v; ++c)
+                    delta += value_at(dout, d.out_type, o + c) * value_at(out, d.out_type, o + c);
             rows.delta[size_t(row)] = delta;
             if (!rows.dropout_keys.empty())
                 rows.dropout_keys[size_t(row)] = dropout::row_key(d.dropout_seed, b, h, i);
@@ -174,8 +222,8 @@ void row_statistics(const exec &ex, const attn_sdpa_desc &d, const float *out, c
 struct key_chunks {
     const attn_sdpa_desc &d;
     const kernels::kernel_table &kt;
-    const float *q, *k, *v, *dout;
-    float *dq, *dk, *dv;
+    const backward_kernel &kernel;
+    const backward_tensors &io;
     const row_terms *rows;
     float *partials;  // dQ of chunks 1.. (dense [b, h, i, c])
     int64_t chunks, chunk_tiles, key_tiles, dq_floats;
@@ -187,7 +235,11 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
     const int64_t b = head / d.heads_kv, hk = head % d.heads_kv;
     const int64_t keys_b = keys_in_batch(d, b);
     const bool dropout = d.dropout_p > 0.0f;
+    const backward_tensors &io = plan.io;
     kernels::attention_backward_tile t{};
+    t.q_type = d.q_type;
+    t.kv_type = d.kv_type;
+    t.out_type = d.out_type;
     t.dim_qk = d.dim_qk;
     t.dim_v = d.dim_v;
     t.scale = d.scale;
@@ -209,27 +261,29 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
         const int64_t tile_keys = std::min(bk, d.len_kv - key0);
         t.key0 = key0;
         t.keys = std::max<int64_t>(0, std::min(tile_keys, keys_b - key0));
-        t.k = plan.k + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
-        t.v = plan.v + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
-        t.dk = plan.dk + b * d.k.batch + hk * d.k.head + key0 * d.k.seq;
-        t.dv = plan.dv + b * d.v.batch + hk * d.v.head + key0 * d.v.seq;
+        t.k = element(io.k, d.kv_type, b * d.k.batch + hk * d.k.head + key0 * d.k.seq);
+        t.v = element(io.v, d.kv_type, b * d.v.batch + hk * d.v.head + key0 * d.v.seq);
+        t.dk = element(io.dk, d.kv_type, b * d.k.batch + hk * d.k.head + key0 * d.k.seq);
+        t.dv = element(io.dv, d.kv_type, b * d.v.batch + hk * d.v.head + key0 * d.v.seq);
         // keys past the batch's length get no gradient; nor do keys no query row sees
         const row_span seen = rows_seeing(t.visibility, d.len_q, key0, key0 + t.keys);
         if (seen.end == seen.begin) t.keys = 0;
         for (int64_t c = t.keys; c < tile_keys; ++c) {
-            std::memset(t.dk + c * d.k.seq, 0, sizeof(float) * size_t(d.dim_qk));
-            std::memset(t.dv + c * d.v.seq, 0, sizeof(float) * size_t(d.dim_v));
+            const size_t bytes = attn_dtype_size(d.kv_type);
+            std::memset(element(t.dk, d.kv_type, c * d.k.seq), 0, bytes * size_t(d.dim_qk));
+            std::memset(element(t.dv, d.kv_type, c * d.v.seq), 0, bytes * size_t(d.dim_v));
         }
         if (t.keys == 0) continue;
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
             const int64_t bh = b * d.heads_q + h;
             t.first_head = h == hk * group;
             t.last_head = h == (hk + 1) * group - 1;
-            t.q = plan.q + b * d.q.batch + h * d.q.head;
-            t.dout = plan.dout + b * d.out.batch + h * d.out.head;
+            t.q = element(io.q, d.q_type, b * d.q.batch + h * d.q.head);
+            t.dout = element(io.dout, d.out_type, b * d.out.batch + h * d.out.head);
             if (chunk == 0) {
-                t.dq = plan.dq + b * d.q.batch + h * d.q.head;
-                t.dq_ld = d.q.seq;
+                const attn_layout &l = io.dq_acc_layout;
+                t.dq = io.dq_acc + b * l.batch + h * l.head;
+                t.dq_ld = l.seq;
             } else {
                 t.dq = plan.partials + (chunk - 1) * plan.dq_floats + bh * d.len_q * d.dim_qk;
                 t.dq_ld = d.dim_qk;
@@ -243,7 +297,7 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
             t.alibi_slope = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
             t.row_begin = seen.begin;
             t.row_end = seen.end;
-            plan.kt.attention_backward_tile(t);
+            plan.kernel.tile(t);
         }
     }
 }
@@ -306,68 +360,30 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
 
 namespace {
 
-// The fused backward (this file's header): steps 1, 2 and 3.
-void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
-                    const float *q, const float *k, const float *v, const float *out,
-                    const float *dout, const float *lse, float *dq, float *dk, float *dv,
-                    const row_stats *stats) {
-    const int64_t bk = kt->attention_backward_bk;
-    const bool dropout = d.dropout_p > 0.0f;
+// Step 3: dq = scale * (sum of the chunks, in order), rounded once into dq when it is not the
+// f32 accumulator; rows without gradient are zeros. dsinks summed in (batch, row) order.
+void finish_gradients(const exec &ex, const kernels::kernel_table &kt, const attn_sdpa_desc &d,
+                      const backward_tensors &io, const row_terms &rows, const float *partials,
+                      int64_t chunks, int64_t dq_floats) {
     const int64_t rows_total = d.batch * d.heads_q * d.len_q;
-    const int64_t key_tiles = ceil_div(d.len_kv, bk);
-    const int64_t heads = d.batch * d.heads_kv;
-    const int64_t dq_floats = rows_total * d.dim_qk;
-    int64_t chunks = std::min(key_tiles, ceil_div(target_tasks, heads));
-    if (chunks > 1 && (chunks - 1) * dq_floats > max_partial_floats)
-        chunks = std::max<int64_t>(1, 1 + max_partial_floats / dq_floats);
-    const int64_t chunk_tiles = ceil_div(key_tiles, chunks);
-    chunks = ceil_div(key_tiles, chunk_tiles);
-
-    // ---- scratch, all before any output is written ----
-    const int64_t slot_floats =
-        ceil_div(kt->attention_backward_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
-    aligned_floats scratch(size_t(slot_floats * worker_slots(ex)));
-    const size_t n_rows = static_cast<size_t>(rows_total);
-    row_terms rows;
-    rows.max.resize(n_rows);
-    rows.inv_sum.resize(n_rows);
-    rows.delta.resize(n_rows);
-    rows.dsink.resize(d.dsinks ? n_rows : 0);
-    rows.dropout_keys.resize(dropout ? n_rows : 0);
-    std::vector<float> partials(size_t((chunks - 1) * dq_floats), 0.0f);
-    const bool recompute = !stats && !lse;
-    std::vector<float> fwd_sum(recompute ? n_rows : 0);
-
-    // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
-    if (recompute) recompute_statistics(ex, *kt, d, q, k, v, rows.max.data(), fwd_sum.data());
-    row_statistics(ex, d, out, dout, lse, stats, fwd_sum.data(), rows);
-
-    // ---- 2. key tiles; dq (chunk 0) starts from zero ----
+    const attn_layout &l = io.dq_acc_layout;
+    const bool rounded = io.dq_acc != io.dq;
     parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
             const int64_t i = row % d.len_q, bh = row / d.len_q;
-            float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
-            std::memset(dst, 0, sizeof(float) * size_t(d.dim_qk));
-        }
-    });
-    const key_chunks plan{d, *kt, q, k, v, dout, dq, dk, dv, &rows, partials.data(),
-                          chunks, chunk_tiles, key_tiles, dq_floats};
-    parallel_tasks(ex, heads * chunks, [&](int64_t task) {
-        run_key_chunk(plan, task / chunks, task % chunks,
-                      scratch.get() + worker_slot(ex) * slot_floats);
-    });
-
-    // ---- 3. dq = scale * (sum of the chunks, in order); dsinks summed in (batch, row) order ----
-    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
-        for (int64_t row = begin; row < end; ++row) {
-            const int64_t i = row % d.len_q, bh = row / d.len_q;
-            float *dst = dq + (bh / d.heads_q) * d.q.batch + (bh % d.heads_q) * d.q.head + i * d.q.seq;
+            const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
+            float *dst = io.dq_acc + b * l.batch + h * l.head + i * l.seq;
             const bool none = rows.max[size_t(row)] == neg_inf;
             for (int64_t c = 0; c < d.dim_qk; ++c) {
                 float sum = dst[c];
-                for (int64_t p = 1; p < chunks; ++p) sum += partials[size_t((p - 1) * dq_floats + row * d.dim_qk + c)];
+                for (int64_t p = 1; p < chunks; ++p)
+                    sum += partials[size_t((p - 1) * dq_floats + row * d.dim_qk + c)];
                 dst[c] = none ? 0.0f : d.scale * sum;
             }
+            if (rounded)
+                kt.narrow_row(dst, d.dim_qk,
+                              element(io.dq, d.q_type, b * d.q.batch + h * d.q.head + i * d.q.seq),
+                              d.q_type);
         }
     });
     if (d.dsinks)
@@ -380,6 +396,101 @@ void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_
         }
 }
 
+// Steps 1 to 3 with the given tile kernel on the stored tensors.
+void fused_steps(const exec &ex, const kernels::kernel_table &kt, const backward_kernel &kernel,
+                 const attn_sdpa_desc &d, backward_tensors io, const float *lse,
+                 const row_stats *stats) {
+    const int64_t bk = kt.attention_backward_bk;
+    const bool dropout = d.dropout_p > 0.0f;
+    const int64_t rows_total = d.batch * d.heads_q * d.len_q;
+    const int64_t key_tiles = ceil_div(d.len_kv, bk);
+    const int64_t heads = d.batch * d.heads_kv;
+    const int64_t dq_floats = rows_total * d.dim_qk;
+    int64_t chunks = std::min(key_tiles, ceil_div(target_tasks, heads));
+    if (chunks > 1 && (chunks - 1) * dq_floats > max_partial_floats)
+        chunks = std::max<int64_t>(1, 1 + max_partial_floats / dq_floats);
+    const int64_t chunk_tiles = ceil_div(key_tiles, chunks);
+    chunks = ceil_div(key_tiles, chunk_tiles);
+
+    // ---- scratch, all before any output is written ----
+    const int64_t slot_floats = ceil_div(kernel.scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
+    aligned_floats scratch(size_t(slot_floats * worker_slots(ex)));
+    const size_t n_rows = static_cast<size_t>(rows_total);
+    row_terms rows;
+    rows.max.resize(n_rows);
+    rows.inv_sum.resize(n_rows);
+    rows.delta.resize(n_rows);
+    rows.dsink.resize(d.dsinks ? n_rows : 0);
+    rows.dropout_keys.resize(dropout ? n_rows : 0);
+    std::vector<float> partials(size_t((chunks - 1) * dq_floats), 0.0f);
+    std::vector<float> dq_acc;
+    if (d.q_type != ATTN_DTYPE_F32) {  // dQ accumulated in f32 apart from the 16-bit dq
+        dq_acc.resize(size_t(dq_floats));
+        io.dq_acc = dq_acc.data();
+        io.dq_acc_layout = {d.heads_q * d.len_q * d.dim_qk, d.len_q * d.dim_qk, d.dim_qk};
+    }
+    const bool recompute = !stats && !lse;
+    std::vector<float> fwd_sum(recompute ? n_rows : 0);
+
+    // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
+    if (recompute)
+        recompute_statistics(ex, kt, d, kernel.pairs, io.q, io.k, io.v, rows.max.data(),
+                             fwd_sum.data());
+    row_statistics(ex, d, io.out, io.dout, lse, stats, fwd_sum.data(), rows);
+
+    // ---- 2. key tiles; the dQ accumulator (chunk 0) starts from zero ----
+    parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
+        const attn_layout &l = io.dq_acc_layout;
+        for (int64_t row = begin; row < end; ++row) {
+            const int64_t i = row % d.len_q, bh = row / d.len_q;
+            float *dst =
+                io.dq_acc + (bh / d.heads_q) * l.batch + (bh % d.heads_q) * l.head + i * l.seq;
+            std::memset(dst, 0, sizeof(float) * size_t(d.dim_qk));
+        }
+    });
+    const key_chunks plan{d, kt, kernel, io, &rows, partials.data(),
+                          chunks, chunk_tiles, key_tiles, dq_floats};
+    parallel_tasks(ex, heads * chunks, [&](int64_t task) {
+        run_key_chunk(plan, task / chunks, task % chunks,
+                      scratch.get() + worker_slot(ex) * slot_floats);
+    });
+
+    // ---- 3. dq, dsinks ----
+    finish_gradients(ex, kt, d, io, rows, partials.data(), chunks, dq_floats);
+}
+
+// The fused backward (this file's header) of f32 tensors: steps 1, 2 and 3 on the f32 kernel.
+void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
+                    const float *q, const float *k, const float *v, const float *out,
+                    const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                    const row_stats *stats) {
+    const backward_kernel f32{kt->attention_backward_tile, kt->attention_backward_scratch_floats,
+                              false};
+    fused_steps(ex, *kt, f32, d, {q, k, v, out, dout, dq, dk, dv, dq, d.q}, lse, stats);
+}
+
 }  // namespace
+
+// The fused kernel with bf16 products takes dense batches only: packed sequences go on to the
+// composed backward (through the f32 copies of sdpa_backward_typed), as in sdpa_backward.
+bool sdpa_backward_on_pairs(const exec &ex, const attn_sdpa_desc &d) {
+    const kernels::kernel_table *kt = simd_kernels(ex);
+    if (!kt || !kt->attention_backward_tile_bf16 || backward_composed()) return false;
+    if (d.q_start || d.kv_start) return false;
+    return ex.fpmath == ATTN_FPMATH_BF16 ||
+           (d.q_type == ATTN_DTYPE_BF16 && d.kv_type == ATTN_DTYPE_BF16 &&
+            d.out_type == ATTN_DTYPE_BF16);
+}
+
+void sdpa_backward_pairs(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
+                         const void *v, const void *out, const void *dout, const float *lse,
+                         void *dq, void *dk, void *dv) {
+    const kernels::kernel_table &kt = *simd_kernels(ex);
+    const backward_kernel pairs{kt.attention_backward_tile_bf16,
+                                kt.attention_backward_scratch_floats_bf16, true};
+    // dq_acc: dq itself when f32 (else replaced by a dense f32 accumulator)
+    fused_steps(ex, kt, pairs, d, {q, k, v, out, dout, dq, dk, dv, static_cast<float *>(dq), d.q},
+                lse, nullptr);
+}
 
 }  // namespace attn::ops
