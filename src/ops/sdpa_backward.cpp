@@ -47,18 +47,28 @@ constexpr int64_t max_partial_floats = int64_t(8) << 20;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Element `at` of an array of type t, and its value widened to f32 (exact).
+// Element `at` of an array of type t.
 const void *element(const void *base, attn_dtype t, int64_t at) {
     return static_cast<const char *>(base) + at * int64_t(attn_dtype_size(t));
 }
 void *element(void *base, attn_dtype t, int64_t at) {
     return static_cast<char *>(base) + at * int64_t(attn_dtype_size(t));
 }
-float value_at(const void *base, attn_dtype t, int64_t at) {
-    const void *x = element(base, t, at);
-    if (t == ATTN_DTYPE_F32) return *static_cast<const float *>(x);
-    const uint16_t h = *static_cast<const uint16_t *>(x);
-    return t == ATTN_DTYPE_BF16 ? convert::bf16_to_f32(h) : convert::f16_to_f32(h);
+
+// sum_c a[c] b[c] over n elements of type t (widened exactly), in order, in f32.
+float dot_row(const void *a, const void *b, attn_dtype t, int64_t n) {
+    float sum = 0.0f;
+    if (t == ATTN_DTYPE_F32) {
+        const float *x = static_cast<const float *>(a), *y = static_cast<const float *>(b);
+        for (int64_t c = 0; c < n; ++c) sum += x[c] * y[c];
+        return sum;
+    }
+    const uint16_t *x = static_cast<const uint16_t *>(a), *y = static_cast<const uint16_t *>(b);
+    const bool bf16 = t == ATTN_DTYPE_BF16;
+    for (int64_t c = 0; c < n; ++c)
+        sum += (bf16 ? convert::bf16_to_f32(x[c]) : convert::f16_to_f32(x[c])) *
+               (bf16 ? convert::bf16_to_f32(y[c]) : convert::f16_to_f32(y[c]));
+    return sum;
 }
 
 // The tensors of one backward call as stored: q, dq of d.q_type; k, v, dk, dv of d.kv_type;
@@ -199,10 +209,10 @@ void row_statistics(const exec &ex, const attn_sdpa_desc &d, const void *out, co
             rows.inv_sum[size_t(row)] = 1.0f / l;
             // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
             const int64_t o = b * d.out.batch + h * d.out.head + i * d.out.seq;
-            float delta = 0.0f;
-            if (m != neg_inf)
-                for (int64_t c = 0; c < d.dim_v; ++c)
-                    delta += value_at(dout, d.out_type, o + c) * value_at(out, d.out_type, o + c);
+            const float delta =
+                m != neg_inf ? dot_row(element(dout, d.out_type, o), element(out, d.out_type, o),
+                                       d.out_type, d.dim_v)
+                             : 0.0f;
             rows.delta[size_t(row)] = delta;
             if (!rows.dropout_keys.empty())
                 rows.dropout_keys[size_t(row)] = dropout::row_key(d.dropout_seed, b, h, i);

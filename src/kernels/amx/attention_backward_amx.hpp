@@ -40,13 +40,14 @@ namespace attn::kernels::amx {
 namespace backward_amx_detail {
 
 using attention_amx_detail::dp_steps;
-using backward_detail::step_ranges;
-
 constexpr int64_t bk = backward_bk;  // keys per tile
-constexpr int64_t br = 64;           // query rows per step: two 32-row depth steps
+// Query rows per step: four 32-row depth steps of dV and dK's products per load and store of
+// their accumulator tiles.
+constexpr int64_t br = 128;
 constexpr int64_t block = 16;        // rows of a tile
 constexpr int64_t depth = 32;        // bf16 of an A tile's row
-static_assert(br <= backward_br && bk % depth == 0, "the ranges' arrays hold a step");
+static_assert(br % depth == 0 && bk % depth == 0, "whole depth steps");
+using step_ranges = backward_detail::step_ranges_of<br>;
 
 inline int64_t up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -54,7 +55,7 @@ inline int64_t up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 struct amx_layout {
     int64_t dq32, dv32, d32;
     int64_t k_rows, k_t, v_t, k_pairs, dk_acc, dv_acc, q_rows, do_rows, q_pairs, do_pairs,
-        dq_tile, s, dp, p_t, ds_t, ds_rows, total;
+        dq_tile, s, dp, p_t, ds_t, ds_rows, total;  // dq_tile: 16 rows
     amx_layout(int64_t dim_qk, int64_t dim_v) {
         dq32 = up(dim_qk, depth);
         dv32 = up(dim_v, depth);
@@ -75,7 +76,7 @@ struct amx_layout {
         do_rows = take(br * dv32 / 2);
         q_pairs = take(br * dq32 / 2);
         do_pairs = take(br * dv32 / 2);
-        dq_tile = take(br * dq32);
+        dq_tile = take(block * dq32);
         s = take(br * bk);
         dp = take(br * bk);
         p_t = take(bk * br / 2);
@@ -225,7 +226,7 @@ inline void load_key_tile(const struct attention_backward_tile &t, const amx_lay
 }
 
 // The step's operands: Q and dO rows in bf16 (zero past `rows` and for rows without
-// gradient), their pairs of rows, and dq's rows in f32.
+// gradient), and their pairs of rows.
 inline void load_rows(const struct attention_backward_tile &t, const amx_layout &at, float *base,
                       int64_t i0, int64_t rows) {
     const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -239,11 +240,6 @@ inline void load_rows(const struct attention_backward_tile &t, const amx_layout 
     }
     pair_rows(halves(base + at.q_rows), at.dq32, br, halves(base + at.q_pairs));
     pair_rows(halves(base + at.do_rows), at.dv32, br, halves(base + at.do_pairs));
-    float *dq = base + at.dq_tile;
-    for (int64_t r = 0; r < rows; ++r) {
-        std::memcpy(dq + r * at.dq32, t.dq + (i0 + r) * t.dq_ld, sizeof(float) * size_t(t.dim_qk));
-        for (int64_t c = t.dim_qk; c < at.dq32; ++c) dq[r * at.dq32 + c] = 0.0f;
-    }
 }
 
 // S (scaled) and dP for the 16-row blocks and 16-key tiles some row of the block sees.
@@ -282,16 +278,29 @@ void key_products(const step_ranges &seen, int64_t keys, const float *a_t, const
     }
 }
 
-// dq[rows x dim] += dS K over the keys each 16-row block sees.
+// dq[rows x dim] += dS K over the keys each 16-row block sees: on dq's rows in place when a
+// block has 16 rows of whole tiles, else on a padded copy of them.
 template <class Tiles>
-void query_products(const step_ranges &seen, const amx_layout &at, float *base) {
+void query_products(const struct attention_backward_tile &t, const step_ranges &seen,
+                    int64_t i0, const amx_layout &at, float *base) {
     for (int64_t r0 = 0; r0 < seen.rows; r0 += block) {
-        const int64_t last = (seen.rows - r0 < block ? seen.rows : r0 + block) - 1;
-        const int64_t lo = seen.row_lo[r0] / depth * depth, hi = up(seen.row_hi[last], depth);
+        const int64_t rr = seen.rows - r0 < block ? seen.rows - r0 : block;
+        const int64_t lo = seen.row_lo[r0] / depth * depth, hi = up(seen.row_hi[r0 + rr - 1], depth);
         if (hi <= lo) continue;
-        product<Tiles>(at.dq32 / 16, true, base + at.dq_tile + r0 * at.dq32, at.dq32,
-                       words(base + at.ds_rows) + r0 * bk / 2 + lo / 2, bk / 2,
-                       halves(base + at.k_pairs) + lo * at.dq32, at.dq32, (hi - lo) / depth);
+        float *dq = t.dq + (i0 + r0) * t.dq_ld;
+        const bool in_place = rr == block && t.dim_qk == at.dq32;
+        float *c = in_place ? dq : base + at.dq_tile;
+        const int64_t ldc = in_place ? t.dq_ld : at.dq32;
+        if (!in_place)
+            for (int64_t r = 0; r < rr; ++r) {
+                std::memcpy(c + r * ldc, dq + r * t.dq_ld, sizeof(float) * size_t(t.dim_qk));
+                for (int64_t x = t.dim_qk; x < at.dq32; ++x) c[r * ldc + x] = 0.0f;
+            }
+        product<Tiles>(at.dq32 / 16, true, c, ldc, words(base + at.ds_rows) + r0 * bk / 2 + lo / 2,
+                       bk / 2, halves(base + at.k_pairs) + lo * at.dq32, at.dq32, (hi - lo) / depth);
+        if (!in_place)
+            for (int64_t r = 0; r < rr; ++r)
+                std::memcpy(dq + r * t.dq_ld, c + r * ldc, sizeof(float) * size_t(t.dim_qk));
     }
 }
 
@@ -325,10 +334,7 @@ void backward_step(const struct attention_backward_tile &t, const amx_layout &at
     // dV += (P z)^T dO and dK += dS^T Q (Q unscaled: dK is scaled when written)
     key_products<Tiles>(seen, t.keys, base + at.p_t, base + at.do_pairs, at.dv32, base + at.dv_acc);
     key_products<Tiles>(seen, t.keys, base + at.ds_t, base + at.q_pairs, at.dq32, base + at.dk_acc);
-    query_products<Tiles>(seen, at, base);
-    const float *dq = base + at.dq_tile;
-    for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(t.dq + (i0 + r) * t.dq_ld, dq + r * at.dq32, sizeof(float) * size_t(t.dim_qk));
+    query_products<Tiles>(t, seen, i0, at, base);
 }
 
 // dK = scale acc_k, dV = acc_v, rounded once to kv_type.
