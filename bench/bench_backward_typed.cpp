@@ -51,7 +51,8 @@ void typed(benchmark::State &state, bool backward, attn_dtype type, int64_t dim,
         if (!check(state, s)) break;
         benchmark::ClobberMemory();
     }
-    set_flops(state, (backward ? 10.0 : 4.0) * double(dim) * double(len) * double(len) * double(heads));
+    set_flops(state,
+              (backward ? 10.0 : 4.0) * double(dim) * double(len) * double(len) * double(heads));
 }
 
 bool register_backward_typed() {

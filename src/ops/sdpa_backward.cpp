@@ -140,7 +140,8 @@ void recompute_statistics(const exec &ex, const kernels::kernel_table &kt,
                           const void *v, float *row_max, float *row_sum) {
     const int slots = worker_slots(ex);
     const kernels::attention_impl *tiles = pairs ? pair_entry(kt) : nullptr;
-    const int64_t br = tiles ? tiles->br : kt.attention_br, bc = tiles ? tiles->bc : kt.attention_bc;
+    const int64_t br = tiles ? tiles->br : kt.attention_br;
+    const int64_t bc = tiles ? tiles->bc : kt.attention_bc;
     const int64_t group = d.heads_q / d.heads_kv;
     const int64_t tile_floats =
         ceil_div(tiles ? tiles->scratch_floats(d.dim_qk, d.dim_v)
@@ -319,57 +320,6 @@ bool backward_composed() { return composed_flag().load() != 0; }
 
 namespace {
 
-void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
-                    const float *q, const float *k, const float *v, const float *out,
-                    const float *dout, const float *lse, float *dq, float *dk, float *dv,
-                    const row_stats *stats);
-
-void composed_backward(const exec &ex, const kernels::kernel_table *, const attn_sdpa_desc &d,
-                       const float *q, const float *k, const float *v, const float *out,
-                       const float *dout, const float *lse, float *dq, float *dk, float *dv,
-                       const row_stats *) {
-    sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
-}
-
-// The backward implementations, tried in order; the last takes every call.
-struct backward_impl {
-    bool (*takes)(const attn_sdpa_desc &d);
-    void (*run)(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
-                const float *q, const float *k, const float *v, const float *out,
-                const float *dout, const float *lse, float *dq, float *dk, float *dv,
-                const row_stats *stats);
-};
-
-const backward_impl backward_impls[] = {
-    // fused: dense batches (it addresses rows as [batch, head, row]); packed sequences
-    // (q_start, kv_start), each with its own counts and alignment, go on to the composed
-    // backward, which addresses every row through core/seq_rows.hpp. The switch of
-    // backward_switch.hpp sends every call there, for comparison.
-    {[](const attn_sdpa_desc &d) { return !backward_composed() && !d.q_start && !d.kv_start; },
-     &fused_backward},
-    // composed
-    {[](const attn_sdpa_desc &) { return true; }, &composed_backward},
-};
-
-}  // namespace
-
-void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
-                   const float *v, const float *out, const float *dout, const float *lse,
-                   float *dq, float *dk, float *dv, const row_stats *stats) {
-    const kernels::kernel_table *kt = simd_kernels(ex);
-    if (!kt) {
-        ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
-        return;
-    }
-    for (const backward_impl &impl : backward_impls)
-        if (impl.takes(d)) {
-            impl.run(ex, kt, d, q, k, v, out, dout, lse, dq, dk, dv, stats);
-            return;
-        }
-}
-
-namespace {
-
 // Step 3: dq = scale * (sum of the chunks, in order), rounded once into dq when it is not the
 // f32 accumulator; rows without gradient are zeros. dsinks summed in (batch, row) order.
 void finish_gradients(const exec &ex, const kernels::kernel_table &kt, const attn_sdpa_desc &d,
@@ -479,7 +429,49 @@ void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_
     fused_steps(ex, *kt, f32, d, {q, k, v, out, dout, dq, dk, dv, dq, d.q}, lse, stats);
 }
 
+void composed_backward(const exec &ex, const kernels::kernel_table *, const attn_sdpa_desc &d,
+                       const float *q, const float *k, const float *v, const float *out,
+                       const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                       const row_stats *) {
+    sdpa_backward_composed(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
+}
+
+// The backward implementations, tried in order; the last takes every call.
+struct backward_impl {
+    bool (*takes)(const attn_sdpa_desc &d);
+    void (*run)(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
+                const float *q, const float *k, const float *v, const float *out,
+                const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                const row_stats *stats);
+};
+
+const backward_impl backward_impls[] = {
+    // fused: dense batches (it addresses rows as [batch, head, row]); packed sequences
+    // (q_start, kv_start), each with its own counts and alignment, go on to the composed
+    // backward, which addresses every row through core/seq_rows.hpp. The switch of
+    // backward_switch.hpp sends every call there, for comparison.
+    {[](const attn_sdpa_desc &d) { return !backward_composed() && !d.q_start && !d.kv_start; },
+     &fused_backward},
+    // composed
+    {[](const attn_sdpa_desc &) { return true; }, &composed_backward},
+};
+
 }  // namespace
+
+void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, const float *k,
+                   const float *v, const float *out, const float *dout, const float *lse,
+                   float *dq, float *dk, float *dv, const row_stats *stats) {
+    const kernels::kernel_table *kt = simd_kernels(ex);
+    if (!kt) {
+        ref::sdpa_backward(d, q, k, v, out, dout, lse, dq, dk, dv);
+        return;
+    }
+    for (const backward_impl &impl : backward_impls)
+        if (impl.takes(d)) {
+            impl.run(ex, kt, d, q, k, v, out, dout, lse, dq, dk, dv, stats);
+            return;
+        }
+}
 
 // The fused kernel with bf16 products takes dense batches only: packed sequences go on to the
 // composed backward (through the f32 copies of sdpa_backward_typed), as in sdpa_backward.

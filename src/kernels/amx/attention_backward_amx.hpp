@@ -208,7 +208,8 @@ void product(int64_t nv, bool accumulate, float *c, int64_t ldc, const uint32_t 
 
 // The key tile, once per head group: K^T and V^T pairs (S, dP), K pairs of keys (dQ), the
 // dK, dV accumulators zeroed.
-inline void load_key_tile(const struct attention_backward_tile &t, const amx_layout &at, float *base) {
+inline void load_key_tile(const struct attention_backward_tile &t, const amx_layout &at,
+                          float *base) {
     const size_t kv = attn_dtype_size(t.kv_type);
     auto key_rows = [&](const void *x, int64_t ld, int64_t dim, int64_t pad) {
         const char *bytes = static_cast<const char *>(x);
@@ -235,8 +236,10 @@ inline void load_rows(const struct attention_backward_tile &t, const amx_layout 
         const bool live = r < rows && t.row_max[i0 + r] != neg_inf;
         const char *q = static_cast<const char *>(t.q) + size_t((i0 + r) * t.q_ld) * qb;
         const char *g = static_cast<const char *>(t.dout) + size_t((i0 + r) * t.dout_ld) * ob;
-        row_bf16(live ? q : nullptr, t.q_type, t.dim_qk, at.dq32, halves(base + at.q_rows) + r * at.dq32);
-        row_bf16(live ? g : nullptr, t.out_type, t.dim_v, at.dv32, halves(base + at.do_rows) + r * at.dv32);
+        row_bf16(live ? q : nullptr, t.q_type, t.dim_qk, at.dq32,
+                 halves(base + at.q_rows) + r * at.dq32);
+        row_bf16(live ? g : nullptr, t.out_type, t.dim_v, at.dv32,
+                 halves(base + at.do_rows) + r * at.dv32);
     }
     pair_rows(halves(base + at.q_rows), at.dq32, br, halves(base + at.q_pairs));
     pair_rows(halves(base + at.do_rows), at.dv32, br, halves(base + at.do_pairs));
@@ -259,7 +262,8 @@ void score_products(const step_ranges &seen, float scale, const amx_layout &at, 
                        halves(base + at.v_t) + 2 * lo, bk, at.dv32 / depth);
         for (int64_t r = 0; r < block; ++r)
             for (int64_t c = 0; c < hi - lo; c += 16)
-                _mm512_store_ps(s + r * bk + c, _mm512_mul_ps(_mm512_load_ps(s + r * bk + c), scale_v));
+                _mm512_store_ps(s + r * bk + c,
+                                _mm512_mul_ps(_mm512_load_ps(s + r * bk + c), scale_v));
     }
 }
 
@@ -285,7 +289,8 @@ void query_products(const struct attention_backward_tile &t, const step_ranges &
                     int64_t i0, const amx_layout &at, float *base) {
     for (int64_t r0 = 0; r0 < seen.rows; r0 += block) {
         const int64_t rr = seen.rows - r0 < block ? seen.rows - r0 : block;
-        const int64_t lo = seen.row_lo[r0] / depth * depth, hi = up(seen.row_hi[r0 + rr - 1], depth);
+        const int64_t lo = seen.row_lo[r0] / depth * depth;
+        const int64_t hi = up(seen.row_hi[r0 + rr - 1], depth);
         if (hi <= lo) continue;
         float *dq = t.dq + (i0 + r0) * t.dq_ld;
         const bool in_place = rr == block && t.dim_qk == at.dq32;
@@ -297,7 +302,8 @@ void query_products(const struct attention_backward_tile &t, const step_ranges &
                 for (int64_t x = t.dim_qk; x < at.dq32; ++x) c[r * ldc + x] = 0.0f;
             }
         product<Tiles>(at.dq32 / 16, true, c, ldc, words(base + at.ds_rows) + r0 * bk / 2 + lo / 2,
-                       bk / 2, halves(base + at.k_pairs) + lo * at.dq32, at.dq32, (hi - lo) / depth);
+                       bk / 2, halves(base + at.k_pairs) + lo * at.dq32, at.dq32,
+                       (hi - lo) / depth);
         if (!in_place)
             for (int64_t r = 0; r < rr; ++r)
                 std::memcpy(dq + r * t.dq_ld, c + r * ldc, sizeof(float) * size_t(t.dim_qk));
@@ -326,8 +332,9 @@ void backward_step(const struct attention_backward_tile &t, const amx_layout &at
         }
         uint16_t *ds16 = halves(base + at.ds_rows) + r * bk;
         for (int64_t c = 0; c < bk; c += 32)
-            _mm512_store_si512(ds16 + c, (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(ds + r * bk + c + 16),
-                                                                       _mm512_load_ps(ds + r * bk + c)));
+            _mm512_store_si512(ds16 + c,
+                               (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(ds + r * bk + c + 16),
+                                                            _mm512_load_ps(ds + r * bk + c)));
     }
     transpose_bf16(p, rows32, keys16, halves(base + at.p_t));
     transpose_bf16(ds, rows32, keys16, halves(base + at.ds_t));
