@@ -115,7 +115,7 @@ struct attention_backward_tile {
     int64_t dim_qk, dim_v;
     float scale;
     // Element types: q of q_type; k, v, dk, dv of kv_type; dout of out_type. The f32 kernel
-    // takes three F32 types; the bf16-pair kernel any (rounded to bf16 when not bf16).
+    // takes three F32 types; the kernel with bf16 products any (rounded to bf16 when not bf16).
     attn_dtype q_type, kv_type, out_type;
     const void *k, *v;      // key row key0 + c at k + c * k_ld elements, c < keys
     int64_t k_ld, v_ld;
@@ -126,6 +126,9 @@ struct attention_backward_tile {
     int64_t dk_ld, dv_ld;
     const void *q, *dout;   // row i at q + i * q_ld elements
     int64_t q_ld, dout_ld;
+    // The kernel with bf16 products: the head's Q and dO transposed in bf16 in blocks of 32
+    // rows (kernel_table::attention_backward_pack_t_bf16's layout; null for the f32 kernel).
+    const uint16_t *q_t, *dout_t;
     float *dq;              // row i at dq + i * dq_ld, accumulated in f32
     int64_t dq_ld;
     const float *row_max, *row_inv_sum, *row_delta;  // m_i (-inf: no gradient), 1/l_i, delta_i

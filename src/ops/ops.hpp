@@ -84,6 +84,13 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                    const float *v, const float *out, const float *dout, const float *lse,
                    float *dq, float *dk, float *dv, const row_stats *stats = nullptr);
 
+// The fused backward's row statistics m and l (sum) of every row of d, by the forward kernel
+// (with bf16 products when pairs: the scores the backward's then match), its output discarded
+// (sdpa_backward_stats.cpp). q, k, v of d's types.
+void recompute_forward_statistics(const exec &ex, const kernels::kernel_table &kt,
+                                  const attn_sdpa_desc &d, bool pairs, const void *q,
+                                  const void *k, const void *v, float *row_max, float *row_sum);
+
 // Whether the backward with element types runs the fused kernel with its products in bf16
 // (sdpa_backward.cpp): the level has one (the AMX tiles), every product may be bf16 (q, k, v,
 // out stored in bf16, or ATTN_FPMATH_BF16), and the batches are dense. Then

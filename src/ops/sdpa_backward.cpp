@@ -79,6 +79,10 @@ struct backward_tensors {
     void *dq, *dk, *dv;
     float *dq_acc;
     attn_layout dq_acc_layout;
+    // for the kernel with bf16 products: Q and dO of head b * heads_q + h transposed, at
+    // q_t + (b * heads_q + h) * q_t_head, rows padded to t_rows
+    const uint16_t *q_t, *dout_t;
+    int64_t q_t_head, dout_t_head, t_rows;
 };
 
 // The tile kernel and its scratch: the f32 one, or the one with bf16 products (pairs).
@@ -86,6 +90,7 @@ struct backward_kernel {
     void (*tile)(const kernels::attention_backward_tile &);
     int64_t (*scratch_floats)(int64_t dim_qk, int64_t dim_v);
     bool pairs;
+    decltype(kernels::kernel_table::attention_backward_pack_t_bf16) pack_t;  // pairs only
 };
 
 std::atomic<int> &composed_flag() {
@@ -123,74 +128,6 @@ struct row_terms {
     std::vector<double> dsink;  // in double: the sum over rows cancels (delta has either sign)
     std::vector<uint32_t> dropout_keys;
 };
-
-// The forward entry with bf16 products whose scores the bf16 backward's match (the tiles
-// pack K and V themselves when not given them packed), or null.
-const kernels::attention_impl *pair_entry(const kernels::kernel_table &kt) {
-    const kernels::attention_impl_list &l = kt.attention_impls;
-    for (int i = 0; i < l.count; ++i)
-        if (l.entries[i].pair_products && l.entries[i].packs()) return &l.entries[i];
-    return nullptr;
-}
-
-// m and l of every row by the forward kernel, a query tile per task, its output and lse into
-// per-worker scratch and discarded.
-void recompute_statistics(const exec &ex, const kernels::kernel_table &kt,
-                          const attn_sdpa_desc &d, bool pairs, const void *q, const void *k,
-                          const void *v, float *row_max, float *row_sum) {
-    const int slots = worker_slots(ex);
-    const kernels::attention_impl *tiles = pairs ? pair_entry(kt) : nullptr;
-    const int64_t br = tiles ? tiles->br : kt.attention_br;
-    const int64_t bc = tiles ? tiles->bc : kt.attention_bc;
-    const int64_t group = d.heads_q / d.heads_kv;
-    const int64_t tile_floats =
-        ceil_div(tiles ? tiles->scratch_floats(d.dim_qk, d.dim_v)
-                       : kt.attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
-    aligned_floats scratch(size_t(tile_floats * slots));
-    std::vector<float> out(size_t(slots * br * d.dim_v)), lse(size_t(slots * br));
-    const int64_t q_tiles = ceil_div(d.len_q, br);
-    parallel_tasks(ex, d.batch * d.heads_q * q_tiles, [&](int64_t task) {
-        const int64_t bh = task / q_tiles, i0 = (task % q_tiles) * br;
-        const int64_t b = bh / d.heads_q, h = bh % d.heads_q, hk = h / group;
-        const int s = worker_slot(ex);
-        kernels::attention_tile t{};
-        t.rows = std::min(br, d.len_q - i0);
-        t.q = element(q, d.q_type, b * d.q.batch + h * d.q.head + i0 * d.q.seq);
-        t.q_type = d.q_type;
-        t.out_type = ATTN_DTYPE_F32;
-        t.q_ld = d.q.seq;
-        t.dim_qk = d.dim_qk;
-        t.dim_v = d.dim_v;
-        t.scale = d.scale;
-        t.k = k_rows_for(d, k, b, hk);
-        t.len_kv = keys_in_batch(d, b);
-        t.v = v_rows_for(d, v, b, hk);
-        // the keys the forward visits for this tile, as ops::sdpa does
-        t.visibility = visibility_for(d, b);
-        const kernels::key_range first = t.visibility.row(i0);
-        const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
-        t.key_begin = first.lo / bc * bc;
-        t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
-        t.first_row = i0;
-        t.softcap = d.softcap;
-        t.alibi_slopes = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
-        t.sinks = d.sinks ? d.sinks + h : nullptr;
-        if (d.mask) {
-            t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
-                     i0 * d.mask_strides.seq;
-            t.mask_ld = d.mask_strides.seq;
-        }
-        t.scratch = scratch.get() + s * tile_floats;
-        t.out = out.data() + s * br * d.dim_v;
-        t.out_ld = d.dim_v;
-        t.lse = lse.data() + s * br;
-        t.row_max = row_max + bh * d.len_q + i0;
-        t.row_sum = row_sum + bh * d.len_q + i0;
-        // the scores the forward computed: with bf16 products when the backward's are
-        if (tiles) tiles->forward_tile(t);
-        else kt.attention_forward_tile(t);
-    });
-}
 
 // Step 1: m, 1/l, delta, the dropout key and the sink's gradient of every row.
 void row_statistics(const exec &ex, const attn_sdpa_desc &d, const void *out, const void *dout,
@@ -290,6 +227,8 @@ void run_key_chunk(const key_chunks &plan, int64_t head, int64_t chunk, float *s
             t.first_head = h == hk * group;
             t.last_head = h == (hk + 1) * group - 1;
             t.q = element(io.q, d.q_type, b * d.q.batch + h * d.q.head);
+            t.q_t = io.q_t ? io.q_t + bh * io.q_t_head : nullptr;
+            t.dout_t = io.dout_t ? io.dout_t + bh * io.dout_t_head : nullptr;
             t.dout = element(io.dout, d.out_type, b * d.out.batch + h * d.out.head);
             if (chunk == 0) {
                 const attn_layout &l = io.dq_acc_layout;
@@ -319,6 +258,33 @@ void set_backward_composed(bool composed) { composed_flag().store(composed ? 1 :
 bool backward_composed() { return composed_flag().load() != 0; }
 
 namespace {
+
+// Q and dO of every head transposed (kernel.pack_t) into q_t, dout_t, sized here.
+void transposed_rows(const exec &ex, const backward_kernel &kernel, const attn_sdpa_desc &d,
+                     const row_terms &rows, backward_tensors &io, std::vector<uint16_t> &q_t,
+                     std::vector<uint16_t> &dout_t, bool fill) {
+    if (!kernel.pack_t) return;
+    io.t_rows = ceil_div(d.len_q, 32) * 32;  // whole blocks of 32 rows
+    io.q_t_head = ceil_div(d.dim_qk, 32) * 32 * io.t_rows;
+    io.dout_t_head = ceil_div(d.dim_v, 32) * 32 * io.t_rows;
+    const int64_t heads = d.batch * d.heads_q;
+    if (!fill) {
+        q_t.resize(size_t(heads * io.q_t_head));
+        dout_t.resize(size_t(heads * io.dout_t_head));
+        io.q_t = q_t.data();
+        io.dout_t = dout_t.data();
+        return;
+    }
+    parallel_tasks(ex, heads, [&](int64_t bh) {
+        const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
+        const float *row_max = rows.max.data() + bh * d.len_q;
+        kernel.pack_t(element(io.q, d.q_type, b * d.q.batch + h * d.q.head), d.q_type, d.q.seq,
+                      d.len_q, d.dim_qk, row_max, q_t.data() + bh * io.q_t_head, io.t_rows);
+        kernel.pack_t(element(io.dout, d.out_type, b * d.out.batch + h * d.out.head), d.out_type,
+                      d.out.seq, d.len_q, d.dim_v, row_max, dout_t.data() + bh * io.dout_t_head,
+                      io.t_rows);
+    });
+}
 
 // Step 3: dq = scale * (sum of the chunks, in order), rounded once into dq when it is not the
 // f32 accumulator; rows without gradient are zeros. dsinks summed in (batch, row) order.
@@ -391,12 +357,15 @@ void fused_steps(const exec &ex, const kernels::kernel_table &kt, const backward
     }
     const bool recompute = !stats && !lse;
     std::vector<float> fwd_sum(recompute ? n_rows : 0);
+    std::vector<uint16_t> q_t, dout_t;
+    transposed_rows(ex, kernel, d, rows, io, q_t, dout_t, false);
 
     // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
     if (recompute)
-        recompute_statistics(ex, kt, d, kernel.pairs, io.q, io.k, io.v, rows.max.data(),
-                             fwd_sum.data());
+        recompute_forward_statistics(ex, kt, d, kernel.pairs, io.q, io.k, io.v,
+                                     rows.max.data(), fwd_sum.data());
     row_statistics(ex, d, io.out, io.dout, lse, stats, fwd_sum.data(), rows);
+    transposed_rows(ex, kernel, d, rows, io, q_t, dout_t, true);
 
     // ---- 2. key tiles; the dQ accumulator (chunk 0) starts from zero ----
     parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
@@ -425,8 +394,9 @@ void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_
                     const float *dout, const float *lse, float *dq, float *dk, float *dv,
                     const row_stats *stats) {
     const backward_kernel f32{kt->attention_backward_tile, kt->attention_backward_scratch_floats,
-                              false};
-    fused_steps(ex, *kt, f32, d, {q, k, v, out, dout, dq, dk, dv, dq, d.q}, lse, stats);
+                              false, nullptr};
+    fused_steps(ex, *kt, f32, d,
+                {q, k, v, out, dout, dq, dk, dv, dq, d.q, nullptr, nullptr, 0, 0, 0}, lse, stats);
 }
 
 void composed_backward(const exec &ex, const kernels::kernel_table *, const attn_sdpa_desc &d,
@@ -489,9 +459,12 @@ void sdpa_backward_pairs(const exec &ex, const attn_sdpa_desc &d, const void *q,
                          void *dq, void *dk, void *dv) {
     const kernels::kernel_table &kt = *simd_kernels(ex);
     const backward_kernel pairs{kt.attention_backward_tile_bf16,
-                                kt.attention_backward_scratch_floats_bf16, true};
+                                kt.attention_backward_scratch_floats_bf16, true,
+                                kt.attention_backward_pack_t_bf16};
     // dq_acc: dq itself when f32 (else replaced by a dense f32 accumulator)
-    fused_steps(ex, kt, pairs, d, {q, k, v, out, dout, dq, dk, dv, static_cast<float *>(dq), d.q},
+    fused_steps(ex, kt, pairs, d,
+                {q, k, v, out, dout, dq, dk, dv, static_cast<float *>(dq), d.q, nullptr, nullptr,
+                 0, 0, 0},
                 lse, nullptr);
 }
 

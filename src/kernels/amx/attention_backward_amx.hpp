@@ -2,24 +2,28 @@
 // of attention_backward.hpp (one key tile of bk keys against one head's query rows, in steps
 // of br rows; the same row statistics and the same gradient_row for P and dS between the
 // products), with its five products in bf16 on tiles, summed in f32:
-//   S  = Q K^T     A: Q rows in bf16 [br][dq32]        B: K^T pairs [dq32/2][bk][2]
-//   dP = dO V^T    A: dO rows in bf16 [br][dv32]       B: V^T pairs [dv32/2][bk][2]
-//   dV += P^T dO   A: (P z)^T in bf16 [bk][br]          B: dO pairs of rows [br/2][dv32][2]
-//   dK += dS^T Q   A: dS^T in bf16 [bk][br]             B: Q pairs of rows [br/2][dq32][2]
-//   dQ += dS K     A: dS rows in bf16 [br][bk]          B: K pairs of keys [bk/2][dq32][2]
+//   S  = Q K^T          A: Q rows in bf16 [br][dq32]    B: K^T pairs [dq32/2][bk][2]
+//   dP = dO V^T         A: dO rows in bf16 [br][dv32]   B: V^T pairs [dv32/2][bk][2]
+//   dV^T += dO^T (P z)  A: dO^T, bf16 [rows/32][dv32][32]  B: P z pairs of rows [br/2][bk][2]
+//   dK^T += Q^T dS      A: Q^T, bf16 [rows/32][dq32][32]   B: dS pairs of rows [br/2][bk][2]
+//   dQ += dS K          A: dS rows in bf16 [br][bk]     B: K pairs of keys [bk/2][dq32][2]
 // (dq32, dv32: the dims rounded up to 32, one A row of a tile; zeros past the dims, the keys
-// and the step's rows). The driver takes this kernel only when every product may be bf16: q,
-// k, v, out stored in bf16 (S and dP are then exact products of stored values; P is rounded
-// for dV as out is bf16, dS for dQ as k is and for dK as q is), or ATTN_FPMATH_BF16 (f32 and
-// f16 values rounded to bf16 once, when loaded). S is scaled in f32 after its product (Q is
-// not scaled in bf16, which would round again), so it has the amx forward's bits; dK is
-// scaled when written, dQ by the driver.
-// Each tile product runs over the rows (or keys) some row (key) of its 16-row block sees, in
-// whole 32-row (32-key) steps: P and dS are 0 for the hidden pairs inside, so they add
-// nothing, and work hidden from a whole block (window, causal limit) is skipped. Unlike the
-// f32 kernel, which cuts each product per row, a key (or query row) hidden from one row of a
-// block but seen by another is read for it, times a zero: a non-finite value stored there
-// reaches that row's gradient.
+// and the step's rows). Q^T and dO^T are the driver's, transposed once per head in blocks of
+// 32 rows, so that an A tile is 1 KiB in one piece (attention_backward_pack_t_amx); steps
+// start at a multiple of 32 rows (the rows before the first that sees a key of the tile see
+// none: their P and dS are zero). dK and dV accumulate transposed, [dim32][bk] in f32, and
+// are transposed back when written. The driver takes this kernel only when every product may
+// be bf16: q, k, v, out stored in bf16 (S and dP are then exact products of stored values; P
+// is rounded for dV as out is bf16, dS for dQ as k is and for dK as q is), or
+// ATTN_FPMATH_BF16 (f32 and f16 values rounded to bf16 once, when loaded). S is scaled in f32
+// after its product (Q is not scaled in bf16, which would round again), so it has the amx
+// forward's bits; dK is scaled when written, dQ by the driver.
+// Each tile product runs over the rows (or keys) some row (key) of its block sees (16 query
+// rows for S, dP and dQ; 64 keys for dV and dK), in whole steps of 32 rows (keys): P and dS
+// are 0 for the hidden pairs inside, so they add nothing, and work hidden from a whole block
+// (window, causal limit) is skipped. Unlike the f32 kernel, which cuts each product per row,
+// a key (or query row) hidden from one row of a block but seen by another is read for it,
+// times a zero: a non-finite value stored there reaches that row's gradient.
 // The same source runs on the real tiles and on the model (Tiles, tiles.hpp); every tile is
 // 16 rows x 64 bytes, configured where the kernel starts and released where it ends.
 // Needs the avx512_bf16 flags; included by src/kernels/amx/tables.cpp only.
@@ -30,6 +34,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/amx/attention_amx.hpp"
 #include "kernels/amx/tiles.hpp"
@@ -39,10 +44,9 @@
 namespace attn::kernels::amx {
 namespace backward_amx_detail {
 
-using attention_amx_detail::dp_steps;
 constexpr int64_t bk = backward_bk;  // keys per tile
-// Query rows per step: four 32-row depth steps of dV and dK's products per load and store of
-// their accumulator tiles.
+// Query rows per step: four 32-row depth steps of the dV and dK products per load and store
+// of their accumulator tiles.
 constexpr int64_t br = 128;
 constexpr int64_t block = 16;        // rows of a tile
 constexpr int64_t depth = 32;        // bf16 of an A tile's row
@@ -54,8 +58,8 @@ inline int64_t up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // The scratch, in floats (a float holds two bf16), 64-byte aligned regions.
 struct amx_layout {
     int64_t dq32, dv32, d32;
-    int64_t k_rows, k_t, v_t, k_pairs, dk_acc, dv_acc, q_rows, do_rows, q_pairs, do_pairs,
-        dq_tile, s, dp, p_t, ds_t, ds_rows, total;  // dq_tile: 16 rows
+    int64_t k_rows, k_t, v_t, k_pairs, dk_acc, dv_acc, q_rows, do_rows, dq_tile, s, dp,
+        p_pairs, ds_pairs, ds_rows, total;  // dq_tile, k_rows (also dK, dV rows out): 16 rows
     amx_layout(int64_t dim_qk, int64_t dim_v) {
         dq32 = up(dim_qk, depth);
         dv32 = up(dim_v, depth);
@@ -66,7 +70,7 @@ struct amx_layout {
             at += up(floats, 16);
             return here;
         };
-        k_rows = take(bk * d32 / 2);
+        k_rows = take(bk * d32 / 2 > 16 * d32 ? bk * d32 / 2 : 16 * d32);
         k_t = take(bk * dq32 / 2);
         v_t = take(bk * dv32 / 2);
         k_pairs = take(bk * dq32 / 2);
@@ -74,20 +78,17 @@ struct amx_layout {
         dv_acc = take(bk * dv32);
         q_rows = take(br * dq32 / 2);
         do_rows = take(br * dv32 / 2);
-        q_pairs = take(br * dq32 / 2);
-        do_pairs = take(br * dv32 / 2);
         dq_tile = take(block * dq32);
         s = take(br * bk);
         dp = take(br * bk);
-        p_t = take(bk * br / 2);
-        ds_t = take(bk * br / 2);
+        p_pairs = take(br * bk / 2);
+        ds_pairs = take(br * bk / 2);
         ds_rows = take(br * bk / 2);
         total = at;
     }
 };
 
 inline uint16_t *halves(float *x) { return reinterpret_cast<uint16_t *>(x); }
-inline const uint32_t *words(const float *x) { return reinterpret_cast<const uint32_t *>(x); }
 
 // dst[0 .. pad) = the row's dim elements of type t in bf16 (as stored, or rounded once),
 // zeros past dim; all zeros when src is null.
@@ -146,20 +147,19 @@ inline void transpose_words(const float *src, int64_t src_ld, int64_t row_blocks
         }
 }
 
-// dst[c][r] = bf16(src[r][c]) (f32 src [rows][bk]) for r < rows32 (a multiple of 32), c < keys16.
-inline void transpose_bf16(const float *src, int64_t rows32, int64_t keys16, uint16_t *dst) {
-    __m512 lo[16], hi[16];
-    for (int64_t r0 = 0; r0 < rows32; r0 += 32)
-        for (int64_t c0 = 0; c0 < keys16; c0 += 16) {
-            for (int i = 0; i < 16; ++i) {
-                lo[i] = _mm512_load_ps(src + (r0 + i) * bk + c0);
-                hi[i] = _mm512_load_ps(src + (r0 + 16 + i) * bk + c0);
-            }
-            transpose16(lo);
-            transpose16(hi);
-            for (int c = 0; c < 16; ++c)
-                _mm512_store_si512(dst + (c0 + c) * br + r0,
-                                   (__m512i)_mm512_cvtne2ps_pbh(hi[c], lo[c]));
+// dst[x][c][h] = bf16(src[2x + h][c]) for f32 rows src [rows32][bk], x < rows32 / 2, c < keys16:
+// P z or dS paired over two rows, the B tiles of the key products.
+inline void pair_rows_bf16(const float *src, int64_t rows32, int64_t keys16, uint16_t *dst) {
+    alignas(64) static const uint16_t order[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5,
+                                                   21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26,
+                                                   11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i idx = _mm512_load_si512(order);
+    for (int64_t x = 0; x < rows32 / 2; ++x)
+        for (int64_t c = 0; c < keys16; c += 16) {
+            const __m512 a = _mm512_load_ps(src + 2 * x * bk + c);
+            const __m512 b = _mm512_load_ps(src + (2 * x + 1) * bk + c);
+            const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a's 16, then b's
+            _mm512_store_si512(dst + x * 2 * bk + 2 * c, _mm512_permutexvar_epi16(idx, both));
         }
 }
 
@@ -179,30 +179,57 @@ inline void pair_rows(const uint16_t *src, int64_t ld, int64_t rows, uint16_t *d
         }
 }
 
+// Tiles: accumulators tmm0 .. tmm3, A tiles tmm4 and tmm5 by turns of depth, B tiles tmm6 and
+// tmm7 by turns of column (attention_amx.hpp's assignment).
+template <class Tiles, int A, int V, int NV>
+inline void dp_columns(const char *b, int64_t b_stride) {
+    if constexpr (V < NV) {
+        Tiles::template load<6 + V % 2>(b + V * 64, b_stride);
+        Tiles::template dpbf16ps<V, A, 6 + V % 2>();
+        dp_columns<Tiles, A, V + 1, NV>(b, b_stride);
+    }
+}
+
 template <class Tiles, int NV>
-void product_nv(bool accumulate, float *c, int64_t ldc, const uint32_t *a, int64_t a_ld,
-                const uint16_t *b, int64_t b_ld, int64_t steps) {
+void product_nv(bool accumulate, float *c, int64_t ldc, const char *a, int64_t a_stride,
+                int64_t a_step, const char *b, int64_t b_stride, int64_t steps) {
     using namespace attention_amx_detail;
     if (accumulate) load_c<Tiles, 0, NV>(c, ldc * 4);
     else zero_c<Tiles, 0, NV>();
-    // A: rows a_ld words apart, a step 16 words on; B: rows b_ld words, a step 16 rows on
-    dp_steps<Tiles, NV>(a, 16, a_ld * 4, b, 16 * b_ld * 2, b_ld * 4, steps);
+    int64_t k = 0;  // a depth step: a_step bytes on in A, 16 rows on down B
+    for (; k + 2 <= steps; k += 2) {
+        Tiles::template load<4>(a + k * a_step, a_stride);
+        dp_columns<Tiles, 4, 0, NV>(b + k * 16 * b_stride, b_stride);
+        Tiles::template load<5>(a + (k + 1) * a_step, a_stride);
+        dp_columns<Tiles, 5, 0, NV>(b + (k + 1) * 16 * b_stride, b_stride);
+    }
+    if (k < steps) {
+        Tiles::template load<4>(a + k * a_step, a_stride);
+        dp_columns<Tiles, 4, 0, NV>(b + k * 16 * b_stride, b_stride);
+    }
     store_c<Tiles, 0, NV>(c, ldc * 4);
 }
 
-// c[16 x 16 nv] (f32 rows ldc apart) (+)= a[16 x 32 steps] b: A in bf16 rows of a_ld words,
-// B in pair rows of b_ld words (16 pair rows a step), tiles of 16 columns side by side.
+// c[16 x 16 nv] (f32 rows ldc apart) (+)= a[16 x 32 steps] b: A as 16 rows of bf16, a_stride
+// bytes apart, its depth steps a_step bytes apart (64: along the rows); B as rows of bf16
+// pairs b_stride bytes apart, 16 rows a depth step; the tiles of 16 columns side by side (64
+// bytes apart in B's rows).
 template <class Tiles>
-void product(int64_t nv, bool accumulate, float *c, int64_t ldc, const uint32_t *a,
-             int64_t a_ld, const uint16_t *b, int64_t b_ld, int64_t steps) {
+void product(int64_t nv, bool accumulate, float *c, int64_t ldc, const void *a,
+             int64_t a_stride, int64_t a_step, const void *b, int64_t b_stride, int64_t steps) {
+    const char *ab = static_cast<const char *>(a);
     for (int64_t v = 0; v < nv; v += 4) {
         const int64_t n = nv - v < 4 ? nv - v : 4;
         float *cv = c + v * 16;
-        const uint16_t *bv = b + v * 32;
-        if (n == 4) product_nv<Tiles, 4>(accumulate, cv, ldc, a, a_ld, bv, b_ld, steps);
-        else if (n == 3) product_nv<Tiles, 3>(accumulate, cv, ldc, a, a_ld, bv, b_ld, steps);
-        else if (n == 2) product_nv<Tiles, 2>(accumulate, cv, ldc, a, a_ld, bv, b_ld, steps);
-        else product_nv<Tiles, 1>(accumulate, cv, ldc, a, a_ld, bv, b_ld, steps);
+        const char *bv = static_cast<const char *>(b) + v * 64;
+        auto run = [&](auto nv_tiles) {
+            product_nv<Tiles, decltype(nv_tiles)::value>(accumulate, cv, ldc, ab, a_stride,
+                                                         a_step, bv, b_stride, steps);
+        };
+        if (n == 4) run(std::integral_constant<int, 4>());
+        else if (n == 3) run(std::integral_constant<int, 3>());
+        else if (n == 2) run(std::integral_constant<int, 2>());
+        else run(std::integral_constant<int, 1>());
     }
 }
 
@@ -227,7 +254,7 @@ inline void load_key_tile(const struct attention_backward_tile &t, const amx_lay
 }
 
 // The step's operands: Q and dO rows in bf16 (zero past `rows` and for rows without
-// gradient), and their pairs of rows.
+// gradient).
 inline void load_rows(const struct attention_backward_tile &t, const amx_layout &at, float *base,
                       int64_t i0, int64_t rows) {
     const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -241,8 +268,6 @@ inline void load_rows(const struct attention_backward_tile &t, const amx_layout 
         row_bf16(live ? g : nullptr, t.out_type, t.dim_v, at.dv32,
                  halves(base + at.do_rows) + r * at.dv32);
     }
-    pair_rows(halves(base + at.q_rows), at.dq32, br, halves(base + at.q_pairs));
-    pair_rows(halves(base + at.do_rows), at.dv32, br, halves(base + at.do_pairs));
 }
 
 // S (scaled) and dP for the 16-row blocks and 16-key tiles some row of the block sees.
@@ -255,11 +280,11 @@ void score_products(const step_ranges &seen, float scale, const amx_layout &at, 
         if (hi <= lo) continue;
         const int64_t nv = (hi - lo) / block;
         float *s = base + at.s + r0 * bk + lo;
-        product<Tiles>(nv, false, s, bk, words(base + at.q_rows) + r0 * at.dq32 / 2, at.dq32 / 2,
-                       halves(base + at.k_t) + 2 * lo, bk, at.dq32 / depth);
+        product<Tiles>(nv, false, s, bk, halves(base + at.q_rows) + r0 * at.dq32, at.dq32 * 2, 64,
+                       halves(base + at.k_t) + 2 * lo, bk * 4, at.dq32 / depth);
         product<Tiles>(nv, false, base + at.dp + r0 * bk + lo, bk,
-                       words(base + at.do_rows) + r0 * at.dv32 / 2, at.dv32 / 2,
-                       halves(base + at.v_t) + 2 * lo, bk, at.dv32 / depth);
+                       halves(base + at.do_rows) + r0 * at.dv32, at.dv32 * 2, 64,
+                       halves(base + at.v_t) + 2 * lo, bk * 4, at.dv32 / depth);
         for (int64_t r = 0; r < block; ++r)
             for (int64_t c = 0; c < hi - lo; c += 16)
                 _mm512_store_ps(s + r * bk + c,
@@ -267,18 +292,22 @@ void score_products(const step_ranges &seen, float scale, const amx_layout &at, 
     }
 }
 
-// acc[keys x dim] += A^T b over the rows each 16-key block is seen by: A^T = a_t [bk][br] bf16,
-// b the step's pairs of rows [br/2][dim32][2].
+// acc_t[dim32 x keys] += a_t b over the rows each group of 64 keys is seen by: a_t the
+// transposed rows from the step's first (blocks of 32 rows, [dim32][32] each), b the step's
+// pairs of rows [br/2][bk][2] of P z or dS.
 template <class Tiles>
-void key_products(const step_ranges &seen, int64_t keys, const float *a_t, const float *b,
-                  int64_t dim32, float *acc) {
-    for (int64_t c0 = 0; c0 < keys; c0 += block) {
-        const int64_t last = (keys - c0 < block ? keys : c0 + block) - 1;
+void key_products(const step_ranges &seen, int64_t keys, const uint16_t *a_t, const float *b,
+                  int64_t dim32, float *acc_t) {
+    for (int64_t c0 = 0; c0 < keys; c0 += 4 * block) {
+        const int64_t last = (keys - c0 < 4 * block ? keys : c0 + 4 * block) - 1;
         const int64_t lo = seen.key_first[c0] / depth * depth, hi = up(seen.key_end[last], depth);
         if (hi <= lo) continue;
-        product<Tiles>(dim32 / 16, true, acc + c0 * dim32, dim32, words(a_t) + c0 * br / 2 + lo / 2,
-                       br / 2, reinterpret_cast<const uint16_t *>(b) + lo * dim32, dim32,
-                       (hi - lo) / depth);
+        const int64_t nv = (last - c0) / block + 1;
+        for (int64_t d0 = 0; d0 < dim32; d0 += block)
+            product<Tiles>(nv, true, acc_t + d0 * bk + c0, bk, a_t + lo * dim32 + d0 * depth,
+                           depth * 2, dim32 * depth * 2,
+                           reinterpret_cast<const uint16_t *>(b) + lo * bk + 2 * c0, bk * 4,
+                           (hi - lo) / depth);
     }
 }
 
@@ -301,8 +330,8 @@ void query_products(const struct attention_backward_tile &t, const step_ranges &
                 std::memcpy(c + r * ldc, dq + r * t.dq_ld, sizeof(float) * size_t(t.dim_qk));
                 for (int64_t x = t.dim_qk; x < at.dq32; ++x) c[r * ldc + x] = 0.0f;
             }
-        product<Tiles>(at.dq32 / 16, true, c, ldc, words(base + at.ds_rows) + r0 * bk / 2 + lo / 2,
-                       bk / 2, halves(base + at.k_pairs) + lo * at.dq32, at.dq32,
+        product<Tiles>(at.dq32 / 16, true, c, ldc, halves(base + at.ds_rows) + r0 * bk + lo,
+                       bk * 2, 64, halves(base + at.k_pairs) + lo * at.dq32, at.dq32 * 4,
                        (hi - lo) / depth);
         if (!in_place)
             for (int64_t r = 0; r < rr; ++r)
@@ -336,27 +365,76 @@ void backward_step(const struct attention_backward_tile &t, const amx_layout &at
                                (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(ds + r * bk + c + 16),
                                                             _mm512_load_ps(ds + r * bk + c)));
     }
-    transpose_bf16(p, rows32, keys16, halves(base + at.p_t));
-    transpose_bf16(ds, rows32, keys16, halves(base + at.ds_t));
-    // dV += (P z)^T dO and dK += dS^T Q (Q unscaled: dK is scaled when written)
-    key_products<Tiles>(seen, t.keys, base + at.p_t, base + at.do_pairs, at.dv32, base + at.dv_acc);
-    key_products<Tiles>(seen, t.keys, base + at.ds_t, base + at.q_pairs, at.dq32, base + at.dk_acc);
+    pair_rows_bf16(p, rows32, keys16, halves(base + at.p_pairs));
+    pair_rows_bf16(ds, rows32, keys16, halves(base + at.ds_pairs));
+    // dV^T += dO^T (P z) and dK^T += Q^T dS (Q unscaled: dK is scaled when written)
+    key_products<Tiles>(seen, t.keys, t.dout_t + i0 * at.dv32, base + at.p_pairs, at.dv32,
+                        base + at.dv_acc);
+    key_products<Tiles>(seen, t.keys, t.q_t + i0 * at.dq32, base + at.ds_pairs, at.dq32,
+                        base + at.dk_acc);
     query_products<Tiles>(t, seen, i0, at, base);
 }
 
-// dK = scale acc_k, dV = acc_v, rounded once to kv_type.
+// Rows c < keys of dst (type t, ld elements apart) = factor * the columns of acc_t
+// [dim32][bk], rounded once to t; 16 keys at a time through out [16][dim32].
+template <class Arch>
+void write_columns(const float *acc_t, int64_t dim, int64_t dim32, float factor, int64_t keys,
+                   attn_dtype t, void *dst, int64_t ld, float *out) {
+    const size_t bytes = attn_dtype_size(t);
+    const __m512 f = _mm512_set1_ps(factor);
+    __m512 r[16];
+    for (int64_t c0 = 0; c0 < keys; c0 += 16) {
+        for (int64_t d0 = 0; d0 < dim32; d0 += 16) {
+            for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(acc_t + (d0 + i) * bk + c0);
+            transpose16(r);
+            for (int i = 0; i < 16; ++i)
+                _mm512_store_ps(out + i * dim32 + d0, _mm512_mul_ps(r[i], f));
+        }
+        for (int64_t c = c0; c < keys && c < c0 + 16; ++c)
+            narrow_row<Arch>(out + (c - c0) * dim32, dim,
+                             static_cast<char *>(dst) + size_t(c * ld) * bytes, t);
+    }
+}
+
+// dK = scale acc_k, dV = acc_v (both transposed back), rounded once to kv_type.
 template <class Arch>
 void write_key_gradients(const struct attention_backward_tile &t, const amx_layout &at) {
-    const size_t kv = attn_dtype_size(t.kv_type);
-    float *acc_k = t.scratch + at.dk_acc, *acc_v = t.scratch + at.dv_acc;
-    for (int64_t c = 0; c < t.keys; ++c) {
-        float *k_row = acc_k + c * at.dq32;
-        for (int64_t x = 0; x < t.dim_qk; ++x) k_row[x] *= t.scale;
-        narrow_row<Arch>(k_row, t.dim_qk, static_cast<char *>(t.dk) + size_t(c * t.dk_ld) * kv,
-                         t.kv_type);
-        narrow_row<Arch>(acc_v + c * at.dv32, t.dim_v,
-                         static_cast<char *>(t.dv) + size_t(c * t.dv_ld) * kv, t.kv_type);
-    }
+    float *out = t.scratch + at.k_rows;
+    write_columns<Arch>(t.scratch + at.dk_acc, t.dim_qk, at.dq32, t.scale, t.keys, t.kv_type,
+                        t.dk, t.dk_ld, out);
+    write_columns<Arch>(t.scratch + at.dv_acc, t.dim_v, at.dv32, 1.0f, t.keys, t.kv_type, t.dv,
+                        t.dv_ld, out);
+}
+
+// The driver's transposed rows (kernel_table::attention_backward_pack_t_bf16's contract).
+inline void pack_t(const void *rows, attn_dtype t, int64_t ld, int64_t n, int64_t dim,
+                   const float *row_max, uint16_t *dst, int64_t rows32) {
+    const int64_t dim32 = up(dim, depth);
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const size_t bytes = attn_dtype_size(t);
+    alignas(64) uint16_t row[16 * 1024];
+    for (int64_t r0 = 0; r0 < rows32; r0 += 16)
+        for (int64_t d0 = 0; d0 < dim32; d0 += 1024) {
+            const int64_t w = dim32 - d0 < 1024 ? dim32 - d0 : 1024;
+            for (int64_t i = 0; i < 16; ++i) {  // rows r0 + i, dims d0 .. d0 + w in bf16
+                const int64_t r = r0 + i;
+                const bool live = r < n && row_max[r] != neg_inf && d0 < dim;
+                const char *src = static_cast<const char *>(rows) + size_t(r * ld + d0) * bytes;
+                row_bf16(live ? src : nullptr, t, dim - d0 < w ? dim - d0 : w, w, row + i * 1024);
+            }
+            for (int64_t c0 = 0; c0 < w; c0 += 16) {
+                __m512 r[16];
+                for (int i = 0; i < 16; ++i)  // bf16 widened exactly, then transposed
+                    r[i] = _mm512_castsi512_ps(_mm512_slli_epi32(
+                        _mm512_cvtepu16_epi32(_mm256_load_si256(
+                            reinterpret_cast<const __m256i *>(row + i * 1024 + c0))), 16));
+                transpose16(r);  // back to bf16 exactly
+                uint16_t *at = dst + (r0 / depth * dim32 + d0 + c0) * depth + r0 % depth;
+                for (int i = 0; i < 16; ++i)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i *>(at + i * depth),
+                                        (__m256i)_mm512_cvtneps_pbh(r[i]));
+            }
+        }
 }
 
 }  // namespace backward_amx_detail
@@ -367,13 +445,19 @@ inline int64_t attention_backward_scratch_floats_amx(int64_t dim_qk, int64_t dim
     return backward_amx_detail::amx_layout(dim_qk, dim_v).total;
 }
 
+inline void attention_backward_pack_t_amx(const void *rows, attn_dtype t, int64_t ld, int64_t n,
+                                          int64_t dim, const float *row_max, uint16_t *dst,
+                                          int64_t rows32) {
+    backward_amx_detail::pack_t(rows, t, ld, n, dim, row_max, dst, rows32);
+}
+
 template <class Arch, class Tiles>
 void attention_backward_tile_amx(const struct attention_backward_tile &t) {
     using namespace backward_amx_detail;
     const amx_layout at(t.dim_qk, t.dim_v);
     const tile_guard<Tiles> guard(attention_amx_detail::attention_config());
     if (t.first_head) load_key_tile(t, at, t.scratch);
-    for (int64_t i0 = t.row_begin; i0 < t.row_end; i0 += br)
+    for (int64_t i0 = t.row_begin / depth * depth; i0 < t.row_end; i0 += br)
         backward_step<Arch, Tiles>(t, at, i0, t.row_end - i0 < br ? t.row_end - i0 : br);
     if (t.last_head) write_key_gradients<Arch>(t, at);
 }

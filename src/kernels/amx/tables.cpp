@@ -39,6 +39,7 @@ void set_tile_kernels(kernel_table &t) {
     // the fused backward with its products on tiles, for calls whose products may be bf16
     t.attention_backward_scratch_floats_bf16 = &amx::attention_backward_scratch_floats_amx;
     t.attention_backward_tile_bf16 = &amx::attention_backward_tile_amx<arch, Tiles>;
+    t.attention_backward_pack_t_bf16 = &amx::attention_backward_pack_t_amx;
 }
 
 }  // namespace
