@@ -253,37 +253,61 @@ inline void load_key_tile(const struct attention_backward_tile &t, const amx_lay
     std::memset(base + at.dv_acc, 0, sizeof(float) * size_t(bk * at.dv32));
 }
 
-// The step's operands: Q and dO rows in bf16 (zero past `rows` and for rows without
-// gradient).
+// Whether the tiles read the rows of x (of type t, dim elements) where they are stored: bf16
+// rows of whole A tiles.
+inline bool rows_in_place(attn_dtype t, int64_t dim, int64_t dim32) {
+    return t == ATTN_DTYPE_BF16 && dim == dim32;
+}
+
+// The step's operands the tiles do not read in place: Q and dO rows in bf16 (zero past `rows`
+// and for rows without gradient), all of them, or those of the last 16-row block when it is
+// partial (whole blocks of bf16 rows are read where they are stored).
 inline void load_rows(const struct attention_backward_tile &t, const amx_layout &at, float *base,
                       int64_t i0, int64_t rows) {
     const float neg_inf = -std::numeric_limits<float>::infinity();
     const size_t qb = attn_dtype_size(t.q_type), ob = attn_dtype_size(t.out_type);
-    for (int64_t r = 0; r < br; ++r) {
+    const int64_t whole = rows / block * block;
+    const int64_t q_from = rows_in_place(t.q_type, t.dim_qk, at.dq32) ? whole : 0;
+    const int64_t g_from = rows_in_place(t.out_type, t.dim_v, at.dv32) ? whole : 0;
+    for (int64_t r = q_from < g_from ? q_from : g_from; r < br; ++r) {
         const bool live = r < rows && t.row_max[i0 + r] != neg_inf;
         const char *q = static_cast<const char *>(t.q) + size_t((i0 + r) * t.q_ld) * qb;
         const char *g = static_cast<const char *>(t.dout) + size_t((i0 + r) * t.dout_ld) * ob;
-        row_bf16(live ? q : nullptr, t.q_type, t.dim_qk, at.dq32,
-                 halves(base + at.q_rows) + r * at.dq32);
-        row_bf16(live ? g : nullptr, t.out_type, t.dim_v, at.dv32,
-                 halves(base + at.do_rows) + r * at.dv32);
+        if (r >= q_from)
+            row_bf16(live ? q : nullptr, t.q_type, t.dim_qk, at.dq32,
+                     halves(base + at.q_rows) + r * at.dq32);
+        if (r >= g_from)
+            row_bf16(live ? g : nullptr, t.out_type, t.dim_v, at.dv32,
+                     halves(base + at.do_rows) + r * at.dv32);
     }
 }
 
-// S (scaled) and dP for the 16-row blocks and 16-key tiles some row of the block sees.
+// S (scaled) and dP for the 16-row blocks and 16-key tiles some row of the block sees. A row
+// without gradient read in place gives S and dP that gradient_row never reads.
 template <class Tiles>
-void score_products(const step_ranges &seen, float scale, const amx_layout &at, float *base) {
-    const __m512 scale_v = _mm512_set1_ps(scale);
+void score_products(const struct attention_backward_tile &t, const step_ranges &seen,
+                    int64_t i0, const amx_layout &at, float *base) {
+    const __m512 scale_v = _mm512_set1_ps(t.scale);
+    const bool q_in_place = rows_in_place(t.q_type, t.dim_qk, at.dq32);
+    const bool g_in_place = rows_in_place(t.out_type, t.dim_v, at.dv32);
     for (int64_t r0 = 0; r0 < seen.rows; r0 += block) {
         const int64_t last = (seen.rows - r0 < block ? seen.rows : r0 + block) - 1;
         const int64_t lo = seen.row_lo[r0] / block * block, hi = up(seen.row_hi[last], block);
         if (hi <= lo) continue;
         const int64_t nv = (hi - lo) / block;
+        const bool whole = last == r0 + block - 1;
+        const uint16_t *q = whole && q_in_place
+                                ? static_cast<const uint16_t *>(t.q) + (i0 + r0) * t.q_ld
+                                : halves(base + at.q_rows) + r0 * at.dq32;
+        const uint16_t *g = whole && g_in_place
+                                ? static_cast<const uint16_t *>(t.dout) + (i0 + r0) * t.dout_ld
+                                : halves(base + at.do_rows) + r0 * at.dv32;
+        const int64_t q_ld = whole && q_in_place ? t.q_ld : at.dq32;
+        const int64_t g_ld = whole && g_in_place ? t.dout_ld : at.dv32;
         float *s = base + at.s + r0 * bk + lo;
-        product<Tiles>(nv, false, s, bk, halves(base + at.q_rows) + r0 * at.dq32, at.dq32 * 2, 64,
-                       halves(base + at.k_t) + 2 * lo, bk * 4, at.dq32 / depth);
-        product<Tiles>(nv, false, base + at.dp + r0 * bk + lo, bk,
-                       halves(base + at.do_rows) + r0 * at.dv32, at.dv32 * 2, 64,
+        product<Tiles>(nv, false, s, bk, q, q_ld * 2, 64, halves(base + at.k_t) + 2 * lo, bk * 4,
+                       at.dq32 / depth);
+        product<Tiles>(nv, false, base + at.dp + r0 * bk + lo, bk, g, g_ld * 2, 64,
                        halves(base + at.v_t) + 2 * lo, bk * 4, at.dv32 / depth);
         for (int64_t r = 0; r < block; ++r)
             for (int64_t c = 0; c < hi - lo; c += 16)
@@ -347,7 +371,7 @@ void backward_step(const struct attention_backward_tile &t, const amx_layout &at
     float *base = t.scratch;
     load_rows(t, at, base, i0, rows);
     const step_ranges seen(t, i0, rows);
-    score_products<Tiles>(seen, t.scale, at, base);
+    score_products<Tiles>(t, seen, i0, at, base);
     float *p = base + at.s, *ds = base + at.dp;
     const int64_t rows32 = up(rows, depth), keys16 = up(t.keys, block);
     for (int64_t r = 0; r < rows32; ++r) {
