@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention_args.hpp"
@@ -261,27 +262,28 @@ namespace {
 
 // Q and dO of every head transposed (kernel.pack_t) into q_t, dout_t, sized here.
 void transposed_rows(const exec &ex, const backward_kernel &kernel, const attn_sdpa_desc &d,
-                     const row_terms &rows, backward_tensors &io, std::vector<uint16_t> &q_t,
-                     std::vector<uint16_t> &dout_t, bool fill) {
+                     const row_terms &rows, backward_tensors &io,
+                     std::unique_ptr<uint16_t[]> &q_t, std::unique_ptr<uint16_t[]> &dout_t,
+                     bool fill) {
     if (!kernel.pack_t) return;
     io.t_rows = ceil_div(d.len_q, 32) * 32;  // whole blocks of 32 rows
     io.q_t_head = ceil_div(d.dim_qk, 32) * 32 * io.t_rows;
     io.dout_t_head = ceil_div(d.dim_v, 32) * 32 * io.t_rows;
     const int64_t heads = d.batch * d.heads_q;
     if (!fill) {
-        q_t.resize(size_t(heads * io.q_t_head));
-        dout_t.resize(size_t(heads * io.dout_t_head));
-        io.q_t = q_t.data();
-        io.dout_t = dout_t.data();
+        q_t.reset(new uint16_t[size_t(heads * io.q_t_head)]);  // every element packed below
+        dout_t.reset(new uint16_t[size_t(heads * io.dout_t_head)]);
+        io.q_t = q_t.get();
+        io.dout_t = dout_t.get();
         return;
     }
     parallel_tasks(ex, heads, [&](int64_t bh) {
         const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
         const float *row_max = rows.max.data() + bh * d.len_q;
         kernel.pack_t(element(io.q, d.q_type, b * d.q.batch + h * d.q.head), d.q_type, d.q.seq,
-                      d.len_q, d.dim_qk, row_max, q_t.data() + bh * io.q_t_head, io.t_rows);
+                      d.len_q, d.dim_qk, row_max, q_t.get() + bh * io.q_t_head, io.t_rows);
         kernel.pack_t(element(io.dout, d.out_type, b * d.out.batch + h * d.out.head), d.out_type,
-                      d.out.seq, d.len_q, d.dim_v, row_max, dout_t.data() + bh * io.dout_t_head,
+                      d.out.seq, d.len_q, d.dim_v, row_max, dout_t.get() + bh * io.dout_t_head,
                       io.t_rows);
     });
 }
@@ -349,15 +351,15 @@ void fused_steps(const exec &ex, const kernels::kernel_table &kt, const backward
     rows.dsink.resize(d.dsinks ? n_rows : 0);
     rows.dropout_keys.resize(dropout ? n_rows : 0);
     std::vector<float> partials(size_t((chunks - 1) * dq_floats), 0.0f);
-    std::vector<float> dq_acc;
+    std::unique_ptr<float[]> dq_acc;  // zeroed in step 2
     if (d.q_type != ATTN_DTYPE_F32) {  // dQ accumulated in f32 apart from the 16-bit dq
-        dq_acc.resize(size_t(dq_floats));
-        io.dq_acc = dq_acc.data();
+        dq_acc.reset(new float[size_t(dq_floats)]);
+        io.dq_acc = dq_acc.get();
         io.dq_acc_layout = {d.heads_q * d.len_q * d.dim_qk, d.len_q * d.dim_qk, d.dim_qk};
     }
     const bool recompute = !stats && !lse;
     std::vector<float> fwd_sum(recompute ? n_rows : 0);
-    std::vector<uint16_t> q_t, dout_t;
+    std::unique_ptr<uint16_t[]> q_t, dout_t;
     transposed_rows(ex, kernel, d, rows, io, q_t, dout_t, false);
 
     // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
