@@ -296,18 +296,19 @@ void finish_gradients(const exec &ex, const kernels::kernel_table &kt, const att
     const int64_t rows_total = d.batch * d.heads_q * d.len_q;
     const attn_layout &l = io.dq_acc_layout;
     const bool rounded = io.dq_acc != io.dq;
+    const float scale = d.scale;
+    const int64_t dim = d.dim_qk;
     parallel_for(ex, rows_total, 256, [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
             const int64_t i = row % d.len_q, bh = row / d.len_q;
             const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
             float *dst = io.dq_acc + b * l.batch + h * l.head + i * l.seq;
             const bool none = rows.max[size_t(row)] == neg_inf;
-            for (int64_t c = 0; c < d.dim_qk; ++c) {
-                float sum = dst[c];
-                for (int64_t p = 1; p < chunks; ++p)
-                    sum += partials[size_t((p - 1) * dq_floats + row * d.dim_qk + c)];
-                dst[c] = none ? 0.0f : d.scale * sum;
+            for (int64_t p = 1; p < chunks; ++p) {  // the chunks in order, then the scale
+                const float *part = partials + (p - 1) * dq_floats + row * dim;
+                for (int64_t c = 0; c < dim; ++c) dst[c] += part[c];
             }
+            for (int64_t c = 0; c < dim; ++c) dst[c] = none ? 0.0f : scale * dst[c];
             if (rounded)
                 kt.narrow_row(dst, d.dim_qk,
                               element(io.dq, d.q_type, b * d.q.batch + h * d.q.head + i * d.q.seq),
