@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "kernels/amx/attention_amx.hpp"
+#include "kernels/amx/backward_layouts_amx.hpp"
 #include "kernels/amx/tiles.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/elements.hpp"
@@ -89,95 +90,6 @@ struct amx_layout {
 };
 
 inline uint16_t *halves(float *x) { return reinterpret_cast<uint16_t *>(x); }
-
-// dst[0 .. pad) = the row's dim elements of type t in bf16 (as stored, or rounded once),
-// zeros past dim; all zeros when src is null.
-inline void row_bf16(const void *src, attn_dtype t, int64_t dim, int64_t pad, uint16_t *dst) {
-    int64_t c = 0;
-    if (src && t == ATTN_DTYPE_BF16) {
-        std::memcpy(dst, src, size_t(dim) * sizeof(uint16_t));
-        c = dim;
-    } else if (src) {
-        for (; c < dim; ++c) dst[c] = attention_bf16_detail::bf16_bits(src, t, c);
-    }
-    for (; c < pad; ++c) dst[c] = 0;
-}
-
-// The 16 x 16 transpose of r (rows in, columns out), bits untouched.
-inline void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    auto lo = [](__m512 a, __m512 b) {
-        return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
-    };
-    auto hi = [](__m512 a, __m512 b) {
-        return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
-    };
-    for (int i = 0; i < 4; ++i) {  // r[4i + j], 128-bit lane L: rows 4i .. 4i+3 of column 4L+j
-        r[4 * i] = lo(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int j = 0; j < 4; ++j) {
-        const __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-        const __m512 b = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
-        const __m512 c = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-        const __m512 d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-        t[j] = _mm512_shuffle_f32x4(a, c, 0x88);
-        t[4 + j] = _mm512_shuffle_f32x4(b, d, 0x88);
-        t[8 + j] = _mm512_shuffle_f32x4(a, c, 0xdd);
-        t[12 + j] = _mm512_shuffle_f32x4(b, d, 0xdd);
-    }
-    for (int i = 0; i < 16; ++i) r[i] = t[i];
-}
-
-// dst[x][c] = src[c][x] for 32-bit words, c < 16 * row_blocks rows of src, x < 16 * col_blocks.
-inline void transpose_words(const float *src, int64_t src_ld, int64_t row_blocks,
-                            int64_t col_blocks, float *dst, int64_t dst_ld) {
-    __m512 r[16];
-    for (int64_t c0 = 0; c0 < 16 * row_blocks; c0 += 16)
-        for (int64_t x0 = 0; x0 < 16 * col_blocks; x0 += 16) {
-            for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(src + (c0 + i) * src_ld + x0);
-            transpose16(r);
-            for (int i = 0; i < 16; ++i) _mm512_store_ps(dst + (x0 + i) * dst_ld + c0, r[i]);
-        }
-}
-
-// dst[x][c][h] = bf16(src[2x + h][c]) for f32 rows src [rows32][bk], x < rows32 / 2, c < keys16:
-// P z or dS paired over two rows, the B tiles of the key products.
-inline void pair_rows_bf16(const float *src, int64_t rows32, int64_t keys16, uint16_t *dst) {
-    alignas(64) static const uint16_t order[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5,
-                                                   21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26,
-                                                   11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    const __m512i idx = _mm512_load_si512(order);
-    for (int64_t x = 0; x < rows32 / 2; ++x)
-        for (int64_t c = 0; c < keys16; c += 16) {
-            const __m512 a = _mm512_load_ps(src + 2 * x * bk + c);
-            const __m512 b = _mm512_load_ps(src + (2 * x + 1) * bk + c);
-            const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a's 16, then b's
-            _mm512_store_si512(dst + x * 2 * bk + 2 * c, _mm512_permutexvar_epi16(idx, both));
-        }
-}
-
-// dst[x][2c + h] = row (2x + h)'s element c: rows paired for the B tiles, x < rows / 2.
-inline void pair_rows(const uint16_t *src, int64_t ld, int64_t rows, uint16_t *dst) {
-    alignas(64) static const uint16_t lo_idx[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5,
-                                                    37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42,
-                                                    11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-    const __m512i lo = _mm512_load_si512(lo_idx);
-    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-    for (int64_t x = 0; x < rows / 2; ++x)
-        for (int64_t c = 0; c < ld; c += 32) {
-            const __m512i a = _mm512_loadu_si512(src + 2 * x * ld + c);
-            const __m512i b = _mm512_loadu_si512(src + (2 * x + 1) * ld + c);
-            _mm512_storeu_si512(dst + x * 2 * ld + 2 * c, _mm512_permutex2var_epi16(a, lo, b));
-            _mm512_storeu_si512(dst + x * 2 * ld + 2 * c + 32, _mm512_permutex2var_epi16(a, hi, b));
-        }
-}
 
 // Tiles: accumulators tmm0 .. tmm3, A tiles tmm4 and tmm5 by turns of depth, B tiles tmm6 and
 // tmm7 by turns of column (attention_amx.hpp's assignment).
@@ -282,38 +194,42 @@ inline void load_rows(const struct attention_backward_tile &t, const amx_layout 
     }
 }
 
-// S (scaled) and dP for the 16-row blocks and 16-key tiles some row of the block sees. A row
-// without gradient read in place gives S and dP that gradient_row never reads.
+// S (scaled) and dP for the 16-row blocks and 16-key tiles some row of the block sees, 64 keys
+// at a time across the row blocks (their K^T and V^T tiles stay in L1). A row without
+// gradient read in place gives S and dP that gradient_row never reads.
 template <class Tiles>
 void score_products(const struct attention_backward_tile &t, const step_ranges &seen,
                     int64_t i0, const amx_layout &at, float *base) {
     const __m512 scale_v = _mm512_set1_ps(t.scale);
     const bool q_in_place = rows_in_place(t.q_type, t.dim_qk, at.dq32);
     const bool g_in_place = rows_in_place(t.out_type, t.dim_v, at.dv32);
-    for (int64_t r0 = 0; r0 < seen.rows; r0 += block) {
-        const int64_t last = (seen.rows - r0 < block ? seen.rows : r0 + block) - 1;
-        const int64_t lo = seen.row_lo[r0] / block * block, hi = up(seen.row_hi[last], block);
-        if (hi <= lo) continue;
-        const int64_t nv = (hi - lo) / block;
-        const bool whole = last == r0 + block - 1;
-        const uint16_t *q = whole && q_in_place
-                                ? static_cast<const uint16_t *>(t.q) + (i0 + r0) * t.q_ld
-                                : halves(base + at.q_rows) + r0 * at.dq32;
-        const uint16_t *g = whole && g_in_place
-                                ? static_cast<const uint16_t *>(t.dout) + (i0 + r0) * t.dout_ld
-                                : halves(base + at.do_rows) + r0 * at.dv32;
-        const int64_t q_ld = whole && q_in_place ? t.q_ld : at.dq32;
-        const int64_t g_ld = whole && g_in_place ? t.dout_ld : at.dv32;
-        float *s = base + at.s + r0 * bk + lo;
-        product<Tiles>(nv, false, s, bk, q, q_ld * 2, 64, halves(base + at.k_t) + 2 * lo, bk * 4,
-                       at.dq32 / depth);
-        product<Tiles>(nv, false, base + at.dp + r0 * bk + lo, bk, g, g_ld * 2, 64,
-                       halves(base + at.v_t) + 2 * lo, bk * 4, at.dv32 / depth);
-        for (int64_t r = 0; r < block; ++r)
-            for (int64_t c = 0; c < hi - lo; c += 16)
-                _mm512_store_ps(s + r * bk + c,
-                                _mm512_mul_ps(_mm512_load_ps(s + r * bk + c), scale_v));
-    }
+    for (int64_t k0 = 0; k0 < bk; k0 += 4 * block)
+        for (int64_t r0 = 0; r0 < seen.rows; r0 += block) {
+            const int64_t last = (seen.rows - r0 < block ? seen.rows : r0 + block) - 1;
+            int64_t lo = seen.row_lo[r0] / block * block, hi = up(seen.row_hi[last], block);
+            lo = lo > k0 ? lo : k0;
+            hi = hi < k0 + 4 * block ? hi : k0 + 4 * block;
+            if (hi <= lo) continue;
+            const int64_t nv = (hi - lo) / block;
+            const bool whole = last == r0 + block - 1;
+            const uint16_t *q = whole && q_in_place
+                                    ? static_cast<const uint16_t *>(t.q) + (i0 + r0) * t.q_ld
+                                    : halves(base + at.q_rows) + r0 * at.dq32;
+            const uint16_t *g = whole && g_in_place
+                                    ? static_cast<const uint16_t *>(t.dout) + (i0 + r0) * t.dout_ld
+                                    : halves(base + at.do_rows) + r0 * at.dv32;
+            const int64_t q_ld = whole && q_in_place ? t.q_ld : at.dq32;
+            const int64_t g_ld = whole && g_in_place ? t.dout_ld : at.dv32;
+            float *s = base + at.s + r0 * bk + lo;
+            product<Tiles>(nv, false, s, bk, q, q_ld * 2, 64, halves(base + at.k_t) + 2 * lo,
+                           bk * 4, at.dq32 / depth);
+            product<Tiles>(nv, false, base + at.dp + r0 * bk + lo, bk, g, g_ld * 2, 64,
+                           halves(base + at.v_t) + 2 * lo, bk * 4, at.dv32 / depth);
+            for (int64_t r = 0; r < block; ++r)
+                for (int64_t c = 0; c < hi - lo; c += 16)
+                    _mm512_store_ps(s + r * bk + c,
+                                    _mm512_mul_ps(_mm512_load_ps(s + r * bk + c), scale_v));
+        }
 }
 
 // acc_t[dim32 x keys] += a_t b over the rows each group of 64 keys is seen by: a_t the
@@ -335,31 +251,42 @@ void key_products(const step_ranges &seen, int64_t keys, const uint16_t *a_t, co
     }
 }
 
-// dq[rows x dim] += dS K over the keys each 16-row block sees: on dq's rows in place when a
-// block has 16 rows of whole tiles, else on a padded copy of them.
+// dq[rows x dim] += dS K over the keys each 16-row block sees: whole 16-row blocks of whole
+// tiles on dq's rows in place, 64 dims at a time across the blocks (their K tiles stay in
+// L1); other blocks on a padded copy of their rows.
 template <class Tiles>
 void query_products(const struct attention_backward_tile &t, const step_ranges &seen,
                     int64_t i0, const amx_layout &at, float *base) {
-    for (int64_t r0 = 0; r0 < seen.rows; r0 += block) {
+    auto keys_of = [&](int64_t r0, int64_t rr, int64_t &lo, int64_t &hi) {
+        lo = seen.row_lo[r0] / depth * depth;
+        hi = up(seen.row_hi[r0 + rr - 1], depth);
+        return hi > lo;
+    };
+    const bool whole_dims = t.dim_qk == at.dq32;
+    const int64_t whole_rows = whole_dims ? seen.rows / block * block : 0;
+    int64_t lo, hi;
+    for (int64_t v0 = 0; v0 < at.dq32 / 16; v0 += 4)
+        for (int64_t r0 = 0; r0 < whole_rows; r0 += block) {
+            if (!keys_of(r0, block, lo, hi)) continue;
+            product<Tiles>(at.dq32 / 16 - v0 < 4 ? at.dq32 / 16 - v0 : 4, true,
+                           t.dq + (i0 + r0) * t.dq_ld + v0 * 16, t.dq_ld,
+                           halves(base + at.ds_rows) + r0 * bk + lo, bk * 2, 64,
+                           halves(base + at.k_pairs) + lo * at.dq32 + v0 * 32, at.dq32 * 4,
+                           (hi - lo) / depth);
+        }
+    for (int64_t r0 = whole_rows; r0 < seen.rows; r0 += block) {
         const int64_t rr = seen.rows - r0 < block ? seen.rows - r0 : block;
-        const int64_t lo = seen.row_lo[r0] / depth * depth;
-        const int64_t hi = up(seen.row_hi[r0 + rr - 1], depth);
-        if (hi <= lo) continue;
-        float *dq = t.dq + (i0 + r0) * t.dq_ld;
-        const bool in_place = rr == block && t.dim_qk == at.dq32;
-        float *c = in_place ? dq : base + at.dq_tile;
-        const int64_t ldc = in_place ? t.dq_ld : at.dq32;
-        if (!in_place)
-            for (int64_t r = 0; r < rr; ++r) {
-                std::memcpy(c + r * ldc, dq + r * t.dq_ld, sizeof(float) * size_t(t.dim_qk));
-                for (int64_t x = t.dim_qk; x < at.dq32; ++x) c[r * ldc + x] = 0.0f;
-            }
-        product<Tiles>(at.dq32 / 16, true, c, ldc, halves(base + at.ds_rows) + r0 * bk + lo,
+        if (!keys_of(r0, rr, lo, hi)) continue;
+        float *dq = t.dq + (i0 + r0) * t.dq_ld, *c = base + at.dq_tile;
+        for (int64_t r = 0; r < rr; ++r) {
+            std::memcpy(c + r * at.dq32, dq + r * t.dq_ld, sizeof(float) * size_t(t.dim_qk));
+            for (int64_t x = t.dim_qk; x < at.dq32; ++x) c[r * at.dq32 + x] = 0.0f;
+        }
+        product<Tiles>(at.dq32 / 16, true, c, at.dq32, halves(base + at.ds_rows) + r0 * bk + lo,
                        bk * 2, 64, halves(base + at.k_pairs) + lo * at.dq32, at.dq32 * 4,
                        (hi - lo) / depth);
-        if (!in_place)
-            for (int64_t r = 0; r < rr; ++r)
-                std::memcpy(dq + r * t.dq_ld, c + r * ldc, sizeof(float) * size_t(t.dim_qk));
+        for (int64_t r = 0; r < rr; ++r)
+            std::memcpy(dq + r * t.dq_ld, c + r * at.dq32, sizeof(float) * size_t(t.dim_qk));
     }
 }
 
@@ -389,8 +316,8 @@ void backward_step(const struct attention_backward_tile &t, const amx_layout &at
                                (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(ds + r * bk + c + 16),
                                                             _mm512_load_ps(ds + r * bk + c)));
     }
-    pair_rows_bf16(p, rows32, keys16, halves(base + at.p_pairs));
-    pair_rows_bf16(ds, rows32, keys16, halves(base + at.ds_pairs));
+    pair_rows_bf16(p, bk, rows32, keys16, halves(base + at.p_pairs));
+    pair_rows_bf16(ds, bk, rows32, keys16, halves(base + at.ds_pairs));
     // dV^T += dO^T (P z) and dK^T += Q^T dS (Q unscaled: dK is scaled when written)
     key_products<Tiles>(seen, t.keys, t.dout_t + i0 * at.dv32, base + at.p_pairs, at.dv32,
                         base + at.dv_acc);
