@@ -16,8 +16,9 @@
 // be bf16: q, k, v, out stored in bf16 (S and dP are then exact products of stored values; P
 // is rounded for dV as out is bf16, dS for dQ as k is and for dK as q is), or
 // ATTN_FPMATH_BF16 (f32 and f16 values rounded to bf16 once, when loaded). S is scaled in f32
-// after its product (Q is not scaled in bf16, which would round again), so it has the amx
-// forward's bits; dK is scaled when written, dQ by the driver.
+// after its product (Q is not scaled in bf16, which would round again): where the forward's
+// tiles take the dims (dim_qk a multiple of 32) it has the amx forward's bits. dK is scaled
+// when written, dQ by the driver.
 // Each tile product runs over the rows (or keys) some row (key) of its block sees (16 query
 // rows for S, dP and dQ; 64 keys for dV and dK), in whole steps of 32 rows (keys): P and dS
 // are 0 for the hidden pairs inside, so they add nothing, and work hidden from a whole block
