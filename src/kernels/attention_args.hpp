@@ -109,16 +109,22 @@ struct attention_tile {
 struct attention_backward_tile {
     int64_t dim_qk, dim_v;
     float scale;
-    const float *k, *v;     // key row key0 + c at k + c * k_ld, c < keys
+    // Element types: q of q_type; k, v, dk, dv of kv_type; dout of out_type. The f32 kernel
+    // takes three F32 types; the kernel with bf16 products any (rounded to bf16 when not bf16).
+    attn_dtype q_type, kv_type, out_type;
+    const void *k, *v;      // key row key0 + c at k + c * k_ld elements, c < keys
     int64_t k_ld, v_ld;
     int64_t key0, keys;     // keys <= backward block bk
     bool first_head;        // pack K and V, zero the dK, dV accumulators
-    bool last_head;         // write dK, dV rows c < keys
-    float *dk, *dv;         // row c at dk + c * dk_ld
+    bool last_head;         // write dK, dV rows c < keys (rounded once to kv_type)
+    void *dk, *dv;          // row c at dk + c * dk_ld elements
     int64_t dk_ld, dv_ld;
-    const float *q, *dout;  // row i at q + i * q_ld
+    const void *q, *dout;   // row i at q + i * q_ld elements
     int64_t q_ld, dout_ld;
-    float *dq;              // row i at dq + i * dq_ld, accumulated
+    // The kernel with bf16 products: the head's Q and dO transposed in bf16 in blocks of 32
+    // rows (kernel_table::attention_backward_pack_t_bf16's layout; null for the f32 kernel).
+    const uint16_t *q_t, *dout_t;
+    float *dq;              // row i at dq + i * dq_ld, accumulated in f32
     int64_t dq_ld;
     const float *row_max, *row_inv_sum, *row_delta;  // m_i (-inf: no gradient), 1/l_i, delta_i
     int64_t row_begin, row_end;

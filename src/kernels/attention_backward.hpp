@@ -263,7 +263,8 @@ void load_key_tile(const attention_backward_tile &t, const scratch_layout<Arch> 
     float *base = t.scratch;
     // the tile's f32 rows as one page (kv_rows.hpp), packed as the forward packs K
     kv_rows k_rows, v_rows;
-    k_rows.base = t.k;
+    const float *k = static_cast<const float *>(t.k);
+    k_rows.base = k;
     k_rows.ld = t.k_ld;
     v_rows.base = t.v;
     v_rows.ld = t.v_ld;
@@ -271,7 +272,7 @@ void load_key_tile(const attention_backward_tile &t, const scratch_layout<Arch> 
                                                         backward_bk / nr, base + at.k_panels);
     attention_detail::pack_k_panels<Arch, f32_elements>(v_rows, 0, t.keys, t.dim_v,
                                                         backward_bk / nr, base + at.v_panels);
-    copy_padded<Arch>(t.k, t.k_ld, t.keys, backward_bk, t.dim_qk, 1.0f, base + at.k_rows,
+    copy_padded<Arch>(k, t.k_ld, t.keys, backward_bk, t.dim_qk, 1.0f, base + at.k_rows,
                       at.dk_pad);
     for (int64_t x = 0; x < backward_bk * at.dk_pad; ++x) base[at.dk_acc + x] = 0.0f;
     for (int64_t x = 0; x < backward_bk * at.dv_pad; ++x) base[at.dv_acc + x] = 0.0f;
@@ -347,11 +348,12 @@ void attention_backward_tile(const attention_backward_tile &t) {
     float *p = t.scratch + at.p, *ds = t.scratch + at.ds;
     if (t.first_head) load_key_tile<Arch>(t, at);
     const int64_t n_panels = round_up(t.keys, nr) / nr;
+    const float *q = static_cast<const float *>(t.q), *dout = static_cast<const float *>(t.dout);
 
     for (int64_t i0 = t.row_begin; i0 < t.row_end; i0 += backward_br) {
         const int64_t rows = t.row_end - i0 < backward_br ? t.row_end - i0 : backward_br;
-        copy_padded<Arch>(t.q + i0 * t.q_ld, t.q_ld, rows, rows, t.dim_qk, t.scale, qs, at.dk_pad);
-        copy_padded<Arch>(t.dout + i0 * t.dout_ld, t.dout_ld, rows, rows, t.dim_v, 1.0f, dos,
+        copy_padded<Arch>(q + i0 * t.q_ld, t.q_ld, rows, rows, t.dim_qk, t.scale, qs, at.dk_pad);
+        copy_padded<Arch>(dout + i0 * t.dout_ld, t.dout_ld, rows, rows, t.dim_v, 1.0f, dos,
                           at.dv_pad);
         copy_padded<Arch>(t.dq + i0 * t.dq_ld, t.dq_ld, rows, rows, t.dim_qk, 1.0f, dqs, at.dk_pad);
         // a row without gradient (fully masked) contributes nothing, whatever its q and dO hold
@@ -383,8 +385,10 @@ void attention_backward_tile(const attention_backward_tile &t) {
     }
 
     if (!t.last_head) return;
-    copy_rows_out<Arch>(t.scratch + at.dk_acc, at.dk_pad, t.keys, t.dim_qk, t.dk, t.dk_ld);
-    copy_rows_out<Arch>(t.scratch + at.dv_acc, at.dv_pad, t.keys, t.dim_v, t.dv, t.dv_ld);
+    copy_rows_out<Arch>(t.scratch + at.dk_acc, at.dk_pad, t.keys, t.dim_qk,
+                        static_cast<float *>(t.dk), t.dk_ld);
+    copy_rows_out<Arch>(t.scratch + at.dv_acc, at.dv_pad, t.keys, t.dim_v,
+                        static_cast<float *>(t.dv), t.dv_ld);
 }
 
 ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

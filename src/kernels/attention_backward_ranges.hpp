@@ -21,13 +21,16 @@ inline constexpr int64_t backward_br = 72;
 
 namespace backward_detail {
 
-// Rows [i0, i0 + rows) of a step against tile keys [0, keys) (key key0 + c is column c).
-struct step_ranges {
+// Rows [i0, i0 + rows) of a step (rows <= MaxRows) against tile keys [0, keys) (key key0 + c
+// is column c).
+template <int64_t MaxRows>
+struct step_ranges_of {
     int64_t rows = 0;
-    int64_t row_lo[backward_br], row_hi[backward_br];       // columns row r sees: [lo, hi)
+    int64_t row_lo[MaxRows], row_hi[MaxRows];               // columns row r sees: [lo, hi)
     int64_t key_first[backward_bk], key_end[backward_bk];   // rows that see column c
 
-    step_ranges(const attention_backward_tile &t, int64_t i0, int64_t step_rows) : rows(step_rows) {
+    step_ranges_of(const attention_backward_tile &t, int64_t i0, int64_t step_rows)
+        : rows(step_rows) {
         for (int64_t r = 0; r < rows; ++r) {
             const key_range k = t.visibility.row(i0 + r);
             int64_t lo = k.lo - t.key0, hi = k.hi - t.key0;
@@ -60,6 +63,7 @@ struct step_ranges {
   private:
     static key_range common(int64_t lo, int64_t hi) { return {lo, hi > lo ? hi : lo}; }
 };
+using step_ranges = step_ranges_of<backward_br>;
 
 // The two parts of `own` outside `shared` (either may be empty; all of own when shared is).
 struct range_parts {

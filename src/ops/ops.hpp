@@ -84,6 +84,16 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
                    const float *v, const float *out, const float *dout, const float *lse,
                    float *dq, float *dk, float *dv, const row_stats *stats = nullptr);
 
+// Whether the backward with element types runs the fused kernel with its products in bf16
+// (sdpa_backward.cpp): the level has one (the AMX tiles), every product may be bf16 (q, k, v,
+// out stored in bf16, or ATTN_FPMATH_BF16), and the batches are dense. Then
+// sdpa_backward_pairs reads the tensors as stored (no f32 copies) and writes each gradient
+// rounded once to its type.
+bool sdpa_backward_on_pairs(const exec &ex, const attn_sdpa_desc &d);
+void sdpa_backward_pairs(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
+                         const void *v, const void *out, const void *dout, const float *lse,
+                         void *dq, void *dk, void *dv);
+
 // The backward with element types (sdpa_backward_typed.cpp): q, dq of d.q_type; k, v, dk, dv
 // of d.kv_type; out, dout of d.out_type. Three F32 types: sdpa_backward itself.
 void sdpa_backward_typed(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,

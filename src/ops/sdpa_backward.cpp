@@ -18,11 +18,15 @@
 // sum has a fixed order: the gradients are the same bits for every thread count, and a packed
 // sequence's are those of the same sequence alone. S and dP exist only as br x bk tiles: memory
 // beyond the inputs and outputs is O(rows) plus the partials, which are capped (for packed
-// sequences, each sequence's; none when the heads alone give enough tasks). Every buffer is allocated before an output is written.
+// sequences, each sequence's; none when the heads alone give enough tasks). Every buffer is
+// allocated before an output is written. The tensors are read as stored: f32, or, for the
+// kernel with bf16 products (the AMX tiles, dense batches), 16-bit, dQ then accumulated in f32
+// and each gradient rounded once.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention_args.hpp"
@@ -46,6 +50,14 @@ constexpr int64_t target_tasks = 8;
 constexpr int64_t max_partial_floats = int64_t(8) << 20;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The tile kernel and its scratch: the f32 one, or the one with bf16 products (pairs).
+struct backward_kernel {
+    void (*tile)(const kernels::attention_backward_tile &);
+    int64_t (*scratch_floats)(int64_t dim_qk, int64_t dim_v);
+    bool pairs;
+    decltype(kernels::kernel_table::attention_backward_pack_t_bf16) pack_t;  // pairs only
+};
 
 std::atomic<int> &composed_flag() {
     static std::atomic<int> flag{[] {
@@ -135,8 +147,8 @@ std::vector<key_task> key_tasks(const seq_rows &seqs, const std::vector<chunking
 struct key_chunks {
     const seq_rows &seqs;
     const kernels::kernel_table &kt;
-    const float *q, *k, *v, *dout;
-    float *dq, *dk, *dv;
+    const backward_kernel &kernel;
+    const backward_tensors &io;
     const row_terms *rows;
     const std::vector<chunking> &cuts;
     const dq_partials &parts;
@@ -147,6 +159,9 @@ kernels::attention_backward_tile key_tile_of(const key_chunks &plan, int64_t b, 
     const attn_sdpa_desc &d = plan.seqs.desc();
     const bool dropout = d.dropout_p > 0.0f;
     kernels::attention_backward_tile t{};
+    t.q_type = d.q_type;
+    t.kv_type = d.kv_type;
+    t.out_type = d.out_type;
     t.dim_qk = d.dim_qk;
     t.dim_v = d.dim_v;
     t.scale = d.scale;
@@ -165,9 +180,38 @@ kernels::attention_backward_tile key_tile_of(const key_chunks &plan, int64_t b, 
     return t;
 }
 
+// The fields of query head h of sequence b for chunk `chunk` of its keys.
+void head_of(const key_chunks &plan, int64_t b, int64_t h, int64_t chunk,
+             kernels::attention_backward_tile &t) {
+    const seq_rows &seqs = plan.seqs;
+    const attn_sdpa_desc &d = seqs.desc();
+    const backward_tensors &io = plan.io;
+    const int64_t row0 = seqs.row(b, h, 0), n_b = seqs.queries(b);  // (b, h)'s rows: consecutive
+    const int64_t bh = b * d.heads_q + h;  // the transposed rows: dense batches only
+    t.q = element(io.q, d.q_type, seqs.q_at(b, h, 0));
+    t.q_t = io.q_t ? io.q_t + bh * io.q_t_head : nullptr;
+    t.dout_t = io.dout_t ? io.dout_t + bh * io.dout_t_head : nullptr;
+    t.dout = element(io.dout, d.out_type, seqs.out_at(b, h, 0));
+    if (chunk == 0) {
+        t.dq = io.dq_acc ? io.dq_acc + row0 * d.dim_qk : static_cast<float *>(io.dq) + seqs.q_at(b, h, 0);
+        t.dq_ld = io.dq_acc ? d.dim_qk : d.q.seq;
+    } else {
+        t.dq = plan.parts.partials + plan.parts.first[size_t(b)] +
+               ((chunk - 1) * d.heads_q + h) * n_b * d.dim_qk;
+        t.dq_ld = d.dim_qk;
+    }
+    t.row_max = plan.rows->max.data() + row0;
+    t.row_inv_sum = plan.rows->inv_sum.data() + row0;
+    t.row_delta = plan.rows->delta.data() + row0;
+    t.dropout_keys = plan.rows->dropout_keys.empty() ? nullptr : plan.rows->dropout_keys.data() + row0;
+    t.mask = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head : nullptr;
+    t.alibi_slope = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
+}
+
 void run_key_chunk(const key_chunks &plan, const key_task &task, float *scratch) {
     const seq_rows &seqs = plan.seqs;
     const attn_sdpa_desc &d = seqs.desc();
+    const backward_tensors &io = plan.io;
     const int64_t bk = plan.kt.attention_backward_bk, group = d.heads_q / d.heads_kv;
     const int64_t b = task.b, hk = task.hk, chunk = task.chunk;
     const int64_t keys_b = seqs.keys(b), visible_b = seqs.visible_keys(b), n_b = seqs.queries(b);
@@ -179,44 +223,26 @@ void run_key_chunk(const key_chunks &plan, const key_task &task, float *scratch)
         const int64_t tile_keys = std::min(bk, keys_b - key0);
         t.key0 = key0;
         t.keys = std::max<int64_t>(0, std::min(tile_keys, visible_b - key0));
-        t.k = plan.k + seqs.k_at(b, hk, key0);
-        t.v = plan.v + seqs.v_at(b, hk, key0);
-        t.dk = plan.dk + seqs.k_at(b, hk, key0);
-        t.dv = plan.dv + seqs.v_at(b, hk, key0);
+        t.k = element(io.k, d.kv_type, seqs.k_at(b, hk, key0));
+        t.v = element(io.v, d.kv_type, seqs.v_at(b, hk, key0));
+        t.dk = element(io.dk, d.kv_type, seqs.k_at(b, hk, key0));
+        t.dv = element(io.dv, d.kv_type, seqs.v_at(b, hk, key0));
         // keys past the sequence's kv_len get no gradient; nor do keys no query row sees
         const row_span seen = rows_seeing(t.visibility, n_b, key0, key0 + t.keys);
         if (seen.end == seen.begin) t.keys = 0;
         for (int64_t c = t.keys; c < tile_keys; ++c) {
-            std::memset(t.dk + c * d.k.seq, 0, sizeof(float) * size_t(d.dim_qk));
-            std::memset(t.dv + c * d.v.seq, 0, sizeof(float) * size_t(d.dim_v));
+            const size_t bytes = attn_dtype_size(d.kv_type);
+            std::memset(element(t.dk, d.kv_type, c * d.k.seq), 0, bytes * size_t(d.dim_qk));
+            std::memset(element(t.dv, d.kv_type, c * d.v.seq), 0, bytes * size_t(d.dim_v));
         }
         if (t.keys == 0) continue;
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-            const int64_t row0 = seqs.row(b, h, 0);  // the rows of (b, h) are consecutive
             t.first_head = h == hk * group;
             t.last_head = h == (hk + 1) * group - 1;
-            t.q = plan.q + seqs.q_at(b, h, 0);
-            t.dout = plan.dout + seqs.out_at(b, h, 0);
-            if (chunk == 0) {
-                t.dq = plan.dq + seqs.q_at(b, h, 0);
-                t.dq_ld = d.q.seq;
-            } else {
-                t.dq = plan.parts.partials + plan.parts.first[size_t(b)] +
-                       ((chunk - 1) * d.heads_q + h) * n_b * d.dim_qk;
-                t.dq_ld = d.dim_qk;
-            }
-            t.row_max = plan.rows->max.data() + row0;
-            t.row_inv_sum = plan.rows->inv_sum.data() + row0;
-            t.row_delta = plan.rows->delta.data() + row0;
-            t.dropout_keys = plan.rows->dropout_keys.empty()
-                                 ? nullptr
-                                 : plan.rows->dropout_keys.data() + row0;
-            t.mask = d.mask ? d.mask + b * d.mask_strides.batch + h * d.mask_strides.head
-                            : nullptr;
-            t.alibi_slope = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
+            head_of(plan, b, h, chunk, t);
             t.row_begin = seen.begin;
             t.row_end = seen.end;
-            plan.kt.attention_backward_tile(t);
+            plan.kernel.tile(t);
         }
     }
 }
@@ -228,10 +254,115 @@ bool backward_composed() { return composed_flag().load() != 0; }
 
 namespace {
 
+// Q and dO of every head transposed (kernel.pack_t) into q_t, dout_t, sized here (dense
+// batches: the kernel with bf16 products takes no packed sequences).
+void transposed_rows(const exec &ex, const backward_kernel &kernel, const attn_sdpa_desc &d,
+                     const row_terms &rows, backward_tensors &io,
+                     std::unique_ptr<uint16_t[]> &q_t, std::unique_ptr<uint16_t[]> &dout_t,
+                     bool fill) {
+    if (!kernel.pack_t) return;
+    io.t_rows = ceil_div(d.len_q, 32) * 32;  // whole blocks of 32 rows
+    io.q_t_head = ceil_div(d.dim_qk, 32) * 32 * io.t_rows;
+    io.dout_t_head = ceil_div(d.dim_v, 32) * 32 * io.t_rows;
+    const int64_t heads = d.batch * d.heads_q;
+    if (!fill) {
+        q_t.reset(new uint16_t[size_t(heads * io.q_t_head)]);  // every element packed below
+        dout_t.reset(new uint16_t[size_t(heads * io.dout_t_head)]);
+        io.q_t = q_t.get();
+        io.dout_t = dout_t.get();
+        return;
+    }
+    parallel_tasks(ex, heads, [&](int64_t bh) {
+        const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
+        const float *row_max = rows.max.data() + bh * d.len_q;
+        kernel.pack_t(element(io.q, d.q_type, b * d.q.batch + h * d.q.head), d.q_type, d.q.seq,
+                      d.len_q, d.dim_qk, row_max, q_t.get() + bh * io.q_t_head, io.t_rows);
+        kernel.pack_t(element(io.dout, d.out_type, b * d.out.batch + h * d.out.head), d.out_type,
+                      d.out.seq, d.len_q, d.dim_v, row_max, dout_t.get() + bh * io.dout_t_head,
+                      io.t_rows);
+    });
+}
+
+// The dQ partials of every sequence's key chunks 1.. (zeros), sized per sequence.
+dq_partials partials_for(const seq_rows &seqs, const std::vector<chunking> &cuts,
+                         std::vector<float> &storage) {
+    const attn_sdpa_desc &d = seqs.desc();
+    dq_partials parts{nullptr, std::vector<int64_t>(size_t(d.batch) + 1, 0),
+                      std::vector<int64_t>(size_t(d.batch), 0)};
+    for (int64_t b = 0; b < d.batch; ++b) {
+        const int64_t chunks = cuts[size_t(b)].chunks;
+        parts.chunks[size_t(b)] = chunks;
+        parts.first[size_t(b) + 1] = parts.first[size_t(b)] +
+            std::max<int64_t>(chunks - 1, 0) * seqs.queries(b) * d.heads_q * d.dim_qk;
+    }
+    storage.assign(size_t(parts.first.back()), 0.0f);
+    parts.partials = storage.data();
+    return parts;
+}
+
+// Steps 1 to 3 (this file's header) with the given tile kernel on the stored tensors.
+void fused_steps(const exec &ex, const kernels::kernel_table &kt, const backward_kernel &kernel,
+                 const attn_sdpa_desc &d, backward_tensors io, const float *lse,
+                 const row_stats *stats) {
+    const seq_rows seqs(d);  // each sequence's rows and counts (packed or dense)
+    const std::vector<chunking> cuts = sequence_chunks(seqs, kt.attention_backward_bk);
+    const std::vector<key_task> tasks = key_tasks(seqs, cuts);
+
+    // ---- scratch, all before any output is written ----
+    const int64_t slot_floats = ceil_div(kernel.scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
+    aligned_floats scratch(size_t(slot_floats * worker_slots(ex)));
+    const size_t n_rows = static_cast<size_t>(seqs.rows_total());
+    row_terms rows;
+    rows.max.resize(n_rows);
+    rows.inv_sum.resize(n_rows);
+    rows.delta.resize(n_rows);
+    rows.dsink.resize(d.dsinks ? n_rows : 0);
+    rows.dropout_keys.resize(d.dropout_p > 0.0f ? n_rows : 0);
+    std::vector<float> partials;
+    const dq_partials parts = partials_for(seqs, cuts, partials);
+    std::unique_ptr<float[]> dq_acc;  // zeroed in step 2
+    io.dq_acc = nullptr;
+    if (d.q_type != ATTN_DTYPE_F32) {  // dQ accumulated in f32 (seq_rows::row order) apart from dq
+        dq_acc.reset(new float[n_rows * size_t(d.dim_qk)]);
+        io.dq_acc = dq_acc.get();
+    }
+    const bool recompute = !stats && !lse;
+    std::vector<float> fwd_sum(recompute ? n_rows : 0);
+    std::unique_ptr<uint16_t[]> q_t, dout_t;
+    transposed_rows(ex, kernel, d, rows, io, q_t, dout_t, false);
+
+    // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
+    if (recompute)
+        recompute_statistics(ex, kt, seqs, kernel.pairs, io.q, io.k, io.v, rows.max.data(),
+                             fwd_sum.data());
+    row_statistics(ex, seqs, io.out, io.dout, lse, stats, fwd_sum.data(), rows);
+    transposed_rows(ex, kernel, d, rows, io, q_t, dout_t, true);
+
+    // ---- 2. key tiles; the dQ accumulator (chunk 0) starts from zero ----
+    parallel_rows(ex, seqs, [&](const row_place &at, int64_t row) {
+        float *dst = io.dq_acc ? io.dq_acc + row * d.dim_qk
+                               : static_cast<float *>(io.dq) + seqs.q_at(at.b, at.h, at.i);
+        std::memset(dst, 0, sizeof(float) * size_t(d.dim_qk));
+    });
+    const key_chunks plan{seqs, kt, kernel, io, &rows, cuts, parts};
+    parallel_tasks(ex, int64_t(tasks.size()), [&](int64_t task) {
+        run_key_chunk(plan, tasks[size_t(task)], scratch.get() + worker_slot(ex) * slot_floats);
+    });
+
+    // ---- 3. dq = scale * (sum of the chunks, in order); dsinks summed in (batch, row) order ----
+    finish_gradients(ex, kt, seqs, rows, parts, io);
+}
+
+// The fused backward of f32 tensors: steps 1, 2 and 3 on the f32 kernel.
 void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
                     const float *q, const float *k, const float *v, const float *out,
                     const float *dout, const float *lse, float *dq, float *dk, float *dv,
-                    const row_stats *stats);
+                    const row_stats *stats) {
+    const backward_kernel f32{kt->attention_backward_tile, kt->attention_backward_scratch_floats,
+                              false, nullptr};
+    fused_steps(ex, *kt, f32, d, {q, k, v, out, dout, dq, dk, dv, nullptr, nullptr, nullptr, 0, 0, 0},
+                lse, stats);
+}
 
 void composed_backward(const exec &ex, const kernels::kernel_table *, const attn_sdpa_desc &d,
                        const float *q, const float *k, const float *v, const float *out,
@@ -274,58 +405,26 @@ void sdpa_backward(const exec &ex, const attn_sdpa_desc &d, const float *q, cons
         }
 }
 
-namespace {
-
-// The fused backward (this file's header): steps 1, 2 and 3.
-void fused_backward(const exec &ex, const kernels::kernel_table *kt, const attn_sdpa_desc &d,
-                    const float *q, const float *k, const float *v, const float *out,
-                    const float *dout, const float *lse, float *dq, float *dk, float *dv,
-                    const row_stats *stats) {
-    const seq_rows seqs(d);  // each sequence's rows and counts (packed or dense)
-    const std::vector<chunking> cuts = sequence_chunks(seqs, kt->attention_backward_bk);
-    const std::vector<key_task> tasks = key_tasks(seqs, cuts);
-
-    // ---- scratch, all before any output is written ----
-    const int64_t slot_floats =
-        ceil_div(kt->attention_backward_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
-    aligned_floats scratch(size_t(slot_floats * worker_slots(ex)));
-    const size_t n_rows = static_cast<size_t>(seqs.rows_total());
-    row_terms rows;
-    rows.max.resize(n_rows);
-    rows.inv_sum.resize(n_rows);
-    rows.delta.resize(n_rows);
-    rows.dsink.resize(d.dsinks ? n_rows : 0);
-    rows.dropout_keys.resize(d.dropout_p > 0.0f ? n_rows : 0);
-    dq_partials parts{nullptr, std::vector<int64_t>(size_t(d.batch) + 1, 0),
-                      std::vector<int64_t>(size_t(d.batch), 0)};
-    for (int64_t b = 0; b < d.batch; ++b) {
-        const int64_t chunks = cuts[size_t(b)].chunks;
-        parts.chunks[size_t(b)] = chunks;
-        parts.first[size_t(b) + 1] = parts.first[size_t(b)] +
-            std::max<int64_t>(chunks - 1, 0) * seqs.queries(b) * d.heads_q * d.dim_qk;
-    }
-    std::vector<float> partials(size_t(parts.first.back()), 0.0f);
-    parts.partials = partials.data();
-    const bool recompute = !stats && !lse;
-    std::vector<float> fwd_sum(recompute ? n_rows : 0);
-
-    // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
-    if (recompute) recompute_statistics(ex, *kt, seqs, q, k, v, rows.max.data(), fwd_sum.data());
-    row_statistics(ex, seqs, out, dout, lse, stats, fwd_sum.data(), rows);
-
-    // ---- 2. key tiles; dq (chunk 0) starts from zero ----
-    parallel_rows(ex, seqs, [&](const row_place &at, int64_t) {
-        std::memset(dq + seqs.q_at(at.b, at.h, at.i), 0, sizeof(float) * size_t(d.dim_qk));
-    });
-    const key_chunks plan{seqs, *kt, q, k, v, dout, dq, dk, dv, &rows, cuts, parts};
-    parallel_tasks(ex, int64_t(tasks.size()), [&](int64_t task) {
-        run_key_chunk(plan, tasks[size_t(task)], scratch.get() + worker_slot(ex) * slot_floats);
-    });
-
-    // ---- 3. dq = scale * (sum of the chunks, in order); dsinks summed in (batch, row) order ----
-    finish_gradients(ex, seqs, rows, parts, dq);
+// The fused kernel with bf16 products takes dense batches only: packed sequences go on to the
+// f32 fused backward (through the f32 copies of sdpa_backward_typed), as do other levels.
+bool sdpa_backward_on_pairs(const exec &ex, const attn_sdpa_desc &d) {
+    const kernels::kernel_table *kt = simd_kernels(ex);
+    if (!kt || !kt->attention_backward_tile_bf16 || backward_composed()) return false;
+    if (d.q_start || d.kv_start) return false;
+    return ex.fpmath == ATTN_FPMATH_BF16 ||
+           (d.q_type == ATTN_DTYPE_BF16 && d.kv_type == ATTN_DTYPE_BF16 &&
+            d.out_type == ATTN_DTYPE_BF16);
 }
 
-}  // namespace
+void sdpa_backward_pairs(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
+                         const void *v, const void *out, const void *dout, const float *lse,
+                         void *dq, void *dk, void *dv) {
+    const kernels::kernel_table &kt = *simd_kernels(ex);
+    const backward_kernel pairs{kt.attention_backward_tile_bf16,
+                                kt.attention_backward_scratch_floats_bf16, true,
+                                kt.attention_backward_pack_t_bf16};
+    fused_steps(ex, kt, pairs, d,
+                {q, k, v, out, dout, dq, dk, dv, nullptr, nullptr, nullptr, 0, 0, 0}, lse, nullptr);
+}
 
 }  // namespace attn::ops

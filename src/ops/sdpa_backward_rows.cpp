@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/convert.hpp"
 #include "core/dropout.hpp"
 #include "core/scores.hpp"
 #include "kernels/attention_args.hpp"
@@ -15,6 +16,31 @@ namespace {
 const float neg_inf = -std::numeric_limits<float>::infinity();
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The forward entry with bf16 products whose scores the bf16 backward's match (the tiles
+// pack K and V themselves when not given them packed), or null.
+const kernels::attention_impl *pair_entry(const kernels::kernel_table &kt) {
+    const kernels::attention_impl_list &l = kt.attention_impls;
+    for (int i = 0; i < l.count; ++i)
+        if (l.entries[i].pair_products && l.entries[i].packs()) return &l.entries[i];
+    return nullptr;
+}
+
+// sum_c a[c] b[c] over n elements of type t (widened exactly), in order, in f32.
+float dot_row(const void *a, const void *b, attn_dtype t, int64_t n) {
+    float sum = 0.0f;
+    if (t == ATTN_DTYPE_F32) {
+        const float *x = static_cast<const float *>(a), *y = static_cast<const float *>(b);
+        for (int64_t c = 0; c < n; ++c) sum += x[c] * y[c];
+        return sum;
+    }
+    const uint16_t *x = static_cast<const uint16_t *>(a), *y = static_cast<const uint16_t *>(b);
+    const bool bf16 = t == ATTN_DTYPE_BF16;
+    for (int64_t c = 0; c < n; ++c)
+        sum += (bf16 ? convert::bf16_to_f32(x[c]) : convert::f16_to_f32(x[c])) *
+               (bf16 ? convert::bf16_to_f32(y[c]) : convert::f16_to_f32(y[c]));
+    return sum;
+}
 
 }  // namespace
 
@@ -33,12 +59,17 @@ row_place place_of_row(const seq_rows &seqs, int64_t row) {
 }
 
 void recompute_statistics(const exec &ex, const kernels::kernel_table &kt, const seq_rows &seqs,
-                          const float *q, const float *k, const float *v, float *row_max,
+                          bool pairs, const void *q, const void *k, const void *v, float *row_max,
                           float *row_sum) {
     const attn_sdpa_desc &d = seqs.desc();
     const int slots = worker_slots(ex);
-    const int64_t br = kt.attention_br, bc = kt.attention_bc, group = d.heads_q / d.heads_kv;
-    const int64_t tile_floats = ceil_div(kt.attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
+    const kernels::attention_impl *tiles = pairs ? pair_entry(kt) : nullptr;
+    const int64_t br = tiles ? tiles->br : kt.attention_br;
+    const int64_t bc = tiles ? tiles->bc : kt.attention_bc;
+    const int64_t group = d.heads_q / d.heads_kv;
+    const int64_t tile_floats =
+        ceil_div(tiles ? tiles->scratch_floats(d.dim_qk, d.dim_v)
+                       : kt.attention_scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
     aligned_floats scratch(size_t(tile_floats * slots));
     std::vector<float> out(size_t(slots * br * d.dim_v)), lse(size_t(slots * br));
     // tasks: each sequence's (head, query tile) pairs, the sequences in order
@@ -53,8 +84,9 @@ void recompute_statistics(const exec &ex, const kernels::kernel_table &kt, const
         const int s = worker_slot(ex);
         kernels::attention_tile t{};
         t.rows = std::min(br, seqs.queries(b) - i0);
-        t.q = q + seqs.q_at(b, h, i0);
-        t.q_type = t.out_type = ATTN_DTYPE_F32;
+        t.q = element(q, d.q_type, seqs.q_at(b, h, i0));
+        t.q_type = d.q_type;
+        t.out_type = ATTN_DTYPE_F32;
         t.q_ld = d.q.seq;
         t.dim_qk = d.dim_qk;
         t.dim_v = d.dim_v;
@@ -83,11 +115,13 @@ void recompute_statistics(const exec &ex, const kernels::kernel_table &kt, const
         t.lse = lse.data() + s * br;
         t.row_max = row_max + seqs.row(b, h, i0);
         t.row_sum = row_sum + seqs.row(b, h, i0);
-        kt.attention_forward_tile(t);
+        // the scores the forward computed: with bf16 products when the backward's are
+        if (tiles) tiles->forward_tile(t);
+        else kt.attention_forward_tile(t);
     });
 }
 
-void row_statistics(const exec &ex, const seq_rows &seqs, const float *out, const float *dout,
+void row_statistics(const exec &ex, const seq_rows &seqs, const void *out, const void *dout,
                     const float *lse, const row_stats *stats, const float *fwd_sum,
                     row_terms &rows) {
     const attn_sdpa_desc &d = seqs.desc();
@@ -100,11 +134,11 @@ void row_statistics(const exec &ex, const seq_rows &seqs, const float *out, cons
         rows.max[size_t(row)] = m;
         rows.inv_sum[size_t(row)] = 1.0f / l;
         // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
-        const int64_t out_row = seqs.out_at(at.b, at.h, at.i);
-        const float *o = out + out_row, *g = dout + out_row;
-        float delta = 0.0f;
-        if (m != neg_inf)
-            for (int64_t c = 0; c < d.dim_v; ++c) delta += g[c] * o[c];
+        const int64_t o = seqs.out_at(at.b, at.h, at.i);
+        const float delta =
+            m != neg_inf ? dot_row(element(dout, d.out_type, o), element(out, d.out_type, o),
+                                   d.out_type, d.dim_v)
+                         : 0.0f;
         rows.delta[size_t(row)] = delta;
         // the forward's key of the row: (sequence, head, query within the sequence)
         if (!rows.dropout_keys.empty())
@@ -120,14 +154,18 @@ void row_statistics(const exec &ex, const seq_rows &seqs, const float *out, cons
     });
 }
 
-void finish_gradients(const exec &ex, const seq_rows &seqs, const row_terms &rows,
-                      const dq_partials &parts, float *dq) {
+void finish_gradients(const exec &ex, const kernels::kernel_table &kt, const seq_rows &seqs,
+                      const row_terms &rows, const dq_partials &parts, const backward_tensors &io) {
     const attn_sdpa_desc &d = seqs.desc();
     parallel_rows(ex, seqs, [&](const row_place &at, int64_t row) {
-        float *dst = dq + seqs.q_at(at.b, at.h, at.i);
-        const int64_t dim = d.dim_qk;
+        const int64_t dim = d.dim_qk, q_row = seqs.q_at(at.b, at.h, at.i);
+        float *dst = io.dq_acc ? io.dq_acc + row * dim : static_cast<float *>(io.dq) + q_row;
+        const auto rounded = [&] {  // dQ accumulated apart: rounded once into dq
+            if (io.dq_acc) kt.narrow_row(dst, dim, element(io.dq, d.q_type, q_row), d.q_type);
+        };
         if (rows.max[size_t(row)] == neg_inf) {
             std::fill_n(dst, dim, 0.0f);
+            rounded();
             return;
         }
         // each element summed in chunk order, then scaled: elementwise, so the loops vectorize
@@ -140,6 +178,7 @@ void finish_gradients(const exec &ex, const seq_rows &seqs, const row_terms &row
             for (int64_t c = 0; c < dim; ++c) dst[c] += from[c];
         }
         for (int64_t c = 0; c < dim; ++c) dst[c] *= d.scale;
+        rounded();
     });
     if (d.dsinks)
         for (int64_t h = 0; h < d.heads_q; ++h) {

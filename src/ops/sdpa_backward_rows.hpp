@@ -15,6 +15,28 @@
 
 namespace attn::ops {
 
+// Element `at` of an array of type t.
+inline const void *element(const void *base, attn_dtype t, int64_t at) {
+    return static_cast<const char *>(base) + at * int64_t(attn_dtype_size(t));
+}
+inline void *element(void *base, attn_dtype t, int64_t at) {
+    return static_cast<char *>(base) + at * int64_t(attn_dtype_size(t));
+}
+
+// The tensors of one backward call as stored: q, dq of d.q_type; k, v, dk, dv of d.kv_type;
+// out, dout of d.out_type (16-bit ones only for the kernel with bf16 products). dQ is
+// accumulated in f32: in dq itself when q is f32 (dq_acc null), else in dq_acc (a row of
+// dim_qk floats per query row, seq_rows::row order) and rounded once into dq.
+struct backward_tensors {
+    const void *q, *k, *v, *out, *dout;
+    void *dq, *dk, *dv;
+    float *dq_acc;
+    // for the kernel with bf16 products: Q and dO of head b * heads_q + h transposed, at
+    // q_t + (b * heads_q + h) * q_t_head, rows padded to t_rows (dense batches)
+    const uint16_t *q_t, *dout_t;
+    int64_t q_t_head, dout_t_head, t_rows;
+};
+
 // What step 1 leaves for steps 2 and 3, per query row (seq_rows::row order).
 struct row_terms {
     std::vector<float> max, inv_sum, delta;
@@ -50,15 +72,17 @@ void parallel_rows(const exec &ex, const core::seq_rows &seqs, const Body &body)
 }
 
 // m and l of every row by the forward kernel, a query tile of a sequence per task, its output
-// and lse into per-worker scratch and discarded. row_max, row_sum: seq_rows::row order.
+// and lse into per-worker scratch and discarded (with bf16 products when pairs: the scores the
+// backward's then match). q, k, v of the desc's types; row_max, row_sum: seq_rows::row order.
 void recompute_statistics(const exec &ex, const kernels::kernel_table &kt,
-                          const core::seq_rows &seqs, const float *q, const float *k,
-                          const float *v, float *row_max, float *row_sum);
+                          const core::seq_rows &seqs, bool pairs, const void *q, const void *k,
+                          const void *v, float *row_max, float *row_sum);
 
 // Step 1: m, 1/l, delta, the dropout key and the sink's gradient of every row, from stats
 // (seq_rows::row order) when given, else lse (at lse_at), else the recomputed max and fwd_sum.
-void row_statistics(const exec &ex, const core::seq_rows &seqs, const float *out,
-                    const float *dout, const float *lse, const row_stats *stats,
+// out, dout of the desc's out_type.
+void row_statistics(const exec &ex, const core::seq_rows &seqs, const void *out,
+                    const void *dout, const float *lse, const row_stats *stats,
                     const float *fwd_sum, row_terms &rows);
 
 // The dQ partials of key chunks 1.. of sequence b: chunk p's row r = row(b, h, i) -
@@ -68,9 +92,10 @@ struct dq_partials {
     std::vector<int64_t> first, chunks;  // per sequence
 };
 
-// Step 3: dq = scale (dq + partial_1 + ...), in chunk order, zeros for rows without gradient;
-// dsinks[h] = the rows' sink gradients summed over (sequence, query) in order, in double.
-void finish_gradients(const exec &ex, const core::seq_rows &seqs, const row_terms &rows,
-                      const dq_partials &parts, float *dq);
+// Step 3: dq = scale (dq + partial_1 + ...), in chunk order, zeros for rows without gradient,
+// rounded once into dq when accumulated apart (io.dq_acc); dsinks[h] = the rows' sink
+// gradients summed over (sequence, query) in order, in double.
+void finish_gradients(const exec &ex, const kernels::kernel_table &kt, const core::seq_rows &seqs,
+                      const row_terms &rows, const dq_partials &parts, const backward_tensors &io);
 
 }  // namespace attn::ops

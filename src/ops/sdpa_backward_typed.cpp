@@ -1,4 +1,6 @@
-// The backward with element types (attn_sdpa_backward): widen, compute, round once. Every 16-bit
+// The backward with element types (attn_sdpa_backward). Where the level has a fused kernel
+// with bf16 products (the AMX tiles) and every product may be bf16, that kernel reads the
+// tensors as stored (sdpa_backward_pairs). Otherwise: widen, compute, round once. Every 16-bit
 // tensor is widened (exactly) into a dense f32 copy, the f32 backward runs on the copies (the
 // fused kernel on the SIMD path, the reference on the reference path: sdpa_backward), and each
 // 16-bit gradient is rounded once into its tensor. f32 tensors are used in place, so three F32
@@ -80,6 +82,10 @@ struct f32_view {
 void sdpa_backward_typed(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k,
                          const void *v, const void *out, const void *dout, const float *lse,
                          void *dq, void *dk, void *dv) {
+    if (sdpa_backward_on_pairs(ex, d)) {
+        sdpa_backward_pairs(ex, d, q, k, v, out, dout, lse, dq, dk, dv);
+        return;
+    }
     const bhsd_shape qs = shape_of(d.q_start, d.batch, d.heads_q, d.len_q, d.dim_qk, d.q);
     const bhsd_shape ks = shape_of(d.kv_start, d.batch, d.heads_kv, d.len_kv, d.dim_qk, d.k);
     const bhsd_shape vs = shape_of(d.kv_start, d.batch, d.heads_kv, d.len_kv, d.dim_v, d.v);

@@ -5,6 +5,7 @@
 #define ATTN_ISA_NAMESPACE isa_amx
 #include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
 #include "kernels/amx/attention_amx.hpp"
+#include "kernels/amx/attention_backward_amx.hpp"
 #include "kernels/amx/gemm_amx.hpp"
 
 #include <stdexcept>
@@ -35,6 +36,10 @@ void set_tile_kernels(kernel_table &t) {
     pairs->name = "amx_tiles";
     pairs->forward_tile = &amx::attention_forward_tile_amx<arch, Tiles>;
     pairs->weights_tile = &amx::attention_weights_tile_amx<arch, Tiles>;
+    // the fused backward with its products on tiles, for calls whose products may be bf16
+    t.attention_backward_scratch_floats_bf16 = &amx::attention_backward_scratch_floats_amx;
+    t.attention_backward_tile_bf16 = &amx::attention_backward_tile_amx<arch, Tiles>;
+    t.attention_backward_pack_t_bf16 = &amx::attention_backward_pack_t_amx;
 }
 
 }  // namespace
