@@ -24,11 +24,7 @@ using attn_precision::vec;
 constexpr double floor_error = 2e-6;
 
 std::vector<float> normal(size_t n, uint32_t seed, float sigma) {
-    std::mt19937 gen(seed);
-    std::normal_distribution<float> dist(0.0f, sigma);
-    std::vector<float> x(n);
-    for (auto &e : x) e = dist(gen);
-    return x;
+    return attn_test::normal_tensor(n, seed, sigma);
 }
 
 // The rule for one quantity: got (the library), plain (float32 yardstick), exact (float64).

@@ -30,11 +30,7 @@ using attn_features_plain::roundings;
 float round_bf16(float x) { return attn::convert::bf16_to_f32(attn::convert::f32_to_bf16(x)); }
 
 std::vector<float> normal(size_t n, uint32_t seed, float sigma) {
-    std::mt19937 gen(seed);
-    std::normal_distribution<float> dist(0.0f, sigma);
-    std::vector<float> x(n);
-    for (float &e : x) e = dist(gen);
-    return x;
+    return attn_test::normal_tensor(n, seed, sigma);
 }
 
 // Tensors as stored (bf16 bits, or f32) and the values the tiles multiply (bf16 either way).

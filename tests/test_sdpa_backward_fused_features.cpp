@@ -18,6 +18,7 @@
 
 #include "ops/backward_switch.hpp"
 #include "test_features_plain.hpp"
+#include "test_util.hpp"
 #include "test_precision_plain.hpp"
 
 namespace {
@@ -54,11 +55,7 @@ std::vector<feature_case> feature_cases() {
 }
 
 std::vector<float> normal(size_t n, uint32_t seed, float sigma) {
-    std::mt19937 gen(seed);
-    std::normal_distribution<float> dist(0.0f, sigma);
-    std::vector<float> x(n);
-    for (float &e : x) e = dist(gen);
-    return x;
+    return attn_test::normal_tensor(n, seed, sigma);
 }
 
 // One case's inputs, descriptor, the library's forward (out, lse) and the two computations

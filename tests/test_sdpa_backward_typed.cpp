@@ -16,6 +16,7 @@
 
 #include "ref/convert.hpp"
 #include "test_features_plain.hpp"
+#include "test_util.hpp"
 #include "test_precision_plain.hpp"
 
 namespace {
@@ -78,11 +79,7 @@ std::vector<float> widen(const std::vector<uint8_t> &bytes, attn_dtype t) {
 }
 
 std::vector<float> normal(size_t n, uint32_t seed, float sigma) {
-    std::mt19937 gen(seed);
-    std::normal_distribution<float> dist(0.0f, sigma);
-    std::vector<float> x(n);
-    for (float &e : x) e = dist(gen);
-    return x;
+    return attn_test::normal_tensor(n, seed, sigma);
 }
 
 struct types {

@@ -112,6 +112,15 @@ inline std::vector<float> random_tensor(size_t n, uint32_t seed, float lo = -1.0
     return v;
 }
 
+// n values drawn from N(0, sigma^2), seeded.
+inline std::vector<float> normal_tensor(size_t n, uint32_t seed, float sigma) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> dist(0.0f, sigma);
+    std::vector<float> v(n);
+    for (auto &x : v) x = dist(gen);
+    return v;
+}
+
 // A dense BHSD descriptor with separate head counts and value width (defaults otherwise as
 // attn_sdpa_desc_init).
 inline attn_sdpa_desc make_desc(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t len_q,
