@@ -17,7 +17,6 @@
 namespace attn::ops {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Below this many multiply-adds a product runs on the calling thread: waking workers
 // costs more than it saves.

@@ -20,6 +20,7 @@
 namespace attn::ops {
 
 // The drivers read a desc's visibility, score terms and K/V rows through core/.
+using core::element_at;
 using core::is_causal;
 using core::k_rows_for;
 using core::keys_in_batch;
@@ -31,6 +32,9 @@ using core::sink_for;
 using core::v_rows_for;
 using core::seq_rows;
 using core::visibility_for;
+
+// a / b rounded up (a >= 0, b > 0): tiles, chunks and blocks of the drivers.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // What a context tells a driver. `isa` is resolved: never ATTN_ISA_AUTO.
 // `reference` is true for ATTN_IMPL_REFERENCE and whenever isa == ATTN_ISA_SCALAR.

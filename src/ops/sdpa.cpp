@@ -46,7 +46,6 @@
 namespace attn::ops {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // What a forward call keeps in its context's workspace for the next (workspace.hpp): the plan,
 // the bookkeeping and the buffers, reused at their size. Reusing the scratch matters beyond

@@ -49,7 +49,6 @@ namespace {
 constexpr int64_t target_tasks = 8;
 constexpr int64_t max_partial_floats = int64_t(8) << 20;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The tile kernel and its scratch: the f32 one, or the one with bf16 products (pairs).
 struct backward_kernel {
@@ -188,10 +187,10 @@ void head_of(const key_chunks &plan, int64_t b, int64_t h, int64_t chunk,
     const backward_tensors &io = plan.io;
     const int64_t row0 = seqs.row(b, h, 0), n_b = seqs.queries(b);  // (b, h)'s rows: consecutive
     const int64_t bh = b * d.heads_q + h;  // the transposed rows: dense batches only
-    t.q = element(io.q, d.q_type, seqs.q_at(b, h, 0));
+    t.q = element_at(io.q, d.q_type, seqs.q_at(b, h, 0));
     t.q_t = io.q_t ? io.q_t + bh * io.q_t_head : nullptr;
     t.dout_t = io.dout_t ? io.dout_t + bh * io.dout_t_head : nullptr;
-    t.dout = element(io.dout, d.out_type, seqs.out_at(b, h, 0));
+    t.dout = element_at(io.dout, d.out_type, seqs.out_at(b, h, 0));
     if (chunk == 0) {
         t.dq = io.dq_acc ? io.dq_acc + row0 * d.dim_qk : static_cast<float *>(io.dq) + seqs.q_at(b, h, 0);
         t.dq_ld = io.dq_acc ? d.dim_qk : d.q.seq;
@@ -223,17 +222,17 @@ void run_key_chunk(const key_chunks &plan, const key_task &task, float *scratch)
         const int64_t tile_keys = std::min(bk, keys_b - key0);
         t.key0 = key0;
         t.keys = std::max<int64_t>(0, std::min(tile_keys, visible_b - key0));
-        t.k = element(io.k, d.kv_type, seqs.k_at(b, hk, key0));
-        t.v = element(io.v, d.kv_type, seqs.v_at(b, hk, key0));
-        t.dk = element(io.dk, d.kv_type, seqs.k_at(b, hk, key0));
-        t.dv = element(io.dv, d.kv_type, seqs.v_at(b, hk, key0));
+        t.k = element_at(io.k, d.kv_type, seqs.k_at(b, hk, key0));
+        t.v = element_at(io.v, d.kv_type, seqs.v_at(b, hk, key0));
+        t.dk = element_at(io.dk, d.kv_type, seqs.k_at(b, hk, key0));
+        t.dv = element_at(io.dv, d.kv_type, seqs.v_at(b, hk, key0));
         // keys past the sequence's kv_len get no gradient; nor do keys no query row sees
         const row_span seen = rows_seeing(t.visibility, n_b, key0, key0 + t.keys);
         if (seen.end == seen.begin) t.keys = 0;
         for (int64_t c = t.keys; c < tile_keys; ++c) {
             const size_t bytes = attn_dtype_size(d.kv_type);
-            std::memset(element(t.dk, d.kv_type, c * d.k.seq), 0, bytes * size_t(d.dim_qk));
-            std::memset(element(t.dv, d.kv_type, c * d.v.seq), 0, bytes * size_t(d.dim_v));
+            std::memset(element_at(t.dk, d.kv_type, c * d.k.seq), 0, bytes * size_t(d.dim_qk));
+            std::memset(element_at(t.dv, d.kv_type, c * d.v.seq), 0, bytes * size_t(d.dim_v));
         }
         if (t.keys == 0) continue;
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
@@ -275,9 +274,9 @@ void transposed_rows(const exec &ex, const backward_kernel &kernel, const attn_s
     parallel_tasks(ex, heads, [&](int64_t bh) {
         const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
         const float *row_max = rows.max.data() + bh * d.len_q;
-        kernel.pack_t(element(io.q, d.q_type, b * d.q.batch + h * d.q.head), d.q_type, d.q.seq,
+        kernel.pack_t(element_at(io.q, d.q_type, b * d.q.batch + h * d.q.head), d.q_type, d.q.seq,
                       d.len_q, d.dim_qk, row_max, q_t.get() + bh * io.q_t_head, io.t_rows);
-        kernel.pack_t(element(io.dout, d.out_type, b * d.out.batch + h * d.out.head), d.out_type,
+        kernel.pack_t(element_at(io.dout, d.out_type, b * d.out.batch + h * d.out.head), d.out_type,
                       d.out.seq, d.len_q, d.dim_v, row_max, dout_t.get() + bh * io.dout_t_head,
                       io.t_rows);
     });

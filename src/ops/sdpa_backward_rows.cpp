@@ -15,7 +15,6 @@ namespace {
 
 const float neg_inf = -std::numeric_limits<float>::infinity();
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The forward entry with bf16 products whose scores the bf16 backward's match (the tiles
 // pack K and V themselves when not given them packed), or null.
@@ -84,7 +83,7 @@ void recompute_statistics(const exec &ex, const kernels::kernel_table &kt, const
         const int s = worker_slot(ex);
         kernels::attention_tile t{};
         t.rows = std::min(br, seqs.queries(b) - i0);
-        t.q = element(q, d.q_type, seqs.q_at(b, h, i0));
+        t.q = element_at(q, d.q_type, seqs.q_at(b, h, i0));
         t.q_type = d.q_type;
         t.out_type = ATTN_DTYPE_F32;
         t.q_ld = d.q.seq;
@@ -136,7 +135,7 @@ void row_statistics(const exec &ex, const seq_rows &seqs, const void *out, const
         // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
         const int64_t o = seqs.out_at(at.b, at.h, at.i);
         const float delta =
-            m != neg_inf ? dot_row(element(dout, d.out_type, o), element(out, d.out_type, o),
+            m != neg_inf ? dot_row(element_at(dout, d.out_type, o), element_at(out, d.out_type, o),
                                    d.out_type, d.dim_v)
                          : 0.0f;
         rows.delta[size_t(row)] = delta;
@@ -161,7 +160,7 @@ void finish_gradients(const exec &ex, const kernels::kernel_table &kt, const seq
         const int64_t dim = d.dim_qk, q_row = seqs.q_at(at.b, at.h, at.i);
         float *dst = io.dq_acc ? io.dq_acc + row * dim : static_cast<float *>(io.dq) + q_row;
         const auto rounded = [&] {  // dQ accumulated apart: rounded once into dq
-            if (io.dq_acc) kt.narrow_row(dst, dim, element(io.dq, d.q_type, q_row), d.q_type);
+            if (io.dq_acc) kt.narrow_row(dst, dim, element_at(io.dq, d.q_type, q_row), d.q_type);
         };
         if (rows.max[size_t(row)] == neg_inf) {
             std::fill_n(dst, dim, 0.0f);

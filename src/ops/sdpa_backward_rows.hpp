@@ -15,14 +15,6 @@
 
 namespace attn::ops {
 
-// Element `at` of an array of type t.
-inline const void *element(const void *base, attn_dtype t, int64_t at) {
-    return static_cast<const char *>(base) + at * int64_t(attn_dtype_size(t));
-}
-inline void *element(void *base, attn_dtype t, int64_t at) {
-    return static_cast<char *>(base) + at * int64_t(attn_dtype_size(t));
-}
-
 // The tensors of one backward call as stored: q, dq of d.q_type; k, v, dk, dv of d.kv_type;
 // out, dout of d.out_type (16-bit ones only for the kernel with bf16 products). dQ is
 // accumulated in f32: in dq itself when q is f32 (dq_acc null), else in dq_acc (a row of

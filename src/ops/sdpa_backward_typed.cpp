@@ -35,10 +35,6 @@ bhsd_shape shape_of(const int32_t *starts, int64_t batch, int64_t heads, int64_t
     return {1, heads, int64_t(starts[batch]), dim, attn_layout{0, l.head, l.seq}};
 }
 
-const void *element(const void *base, attn_dtype type, int64_t at) {
-    return static_cast<const char *>(base) + at * int64_t(attn_dtype_size(type));
-}
-
 // Row by row: widen (to_f32) a tensor of `type` into dense f32, or round (!to_f32) dense f32
 // into it.
 void convert_rows(const exec &ex, const bhsd_shape &s, const void *tensor, attn_dtype type,
@@ -48,7 +44,7 @@ void convert_rows(const exec &ex, const bhsd_shape &s, const void *tensor, attn_
     one.num_threads = 1;
     parallel_for(ex, s.rows(), 64, [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
-            const void *at = element(tensor, type, s.offset(row));
+            const void *at = element_at(tensor, type, s.offset(row));
             float *copy = dense + row * s.dim;
             if (to_f32) convert(one, s.dim, at, type, copy, ATTN_DTYPE_F32);
             else convert(one, s.dim, copy, ATTN_DTYPE_F32, const_cast<void *>(at), type);

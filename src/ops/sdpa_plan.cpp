@@ -6,11 +6,11 @@
 
 #include "kernels/attention_args.hpp"
 #include "core/seq_rows.hpp"
+#include "ops/ops.hpp"
 
 namespace attn::ops {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Tasks of non-split pairs are cut to about 1 / (tasks_per_slot x slots) of the call's work:
 // enough for the threads to even out, few enough that packing a head per task stays small.
