@@ -119,7 +119,7 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
     using namespace softmax_detail;
     constexpr int64_t W = fbatch::size;
     const float inf = std::numeric_limits<float>::infinity();
-    const fbatch neg_inf_v(-inf), scale_v(scale);
+    const fbatch scale_v(scale);
     const int64_t full = cols - cols % W;
 
     // s_j = fl(scale*x_j); -inf (an infinite x times a scale of the other sign, or a product
@@ -167,7 +167,7 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
     const float *src = InPlace ? x : y;  // x, or s as pass 1 stored it
     auto exp_step = [&](const fbatch &v) {
         const fbatch sv = InPlace ? rounded_product(scale_v, v) : v;
-        const fbatch e = xsimd::select(sv == neg_inf_v, fbatch(0.0f), exp<Arch>(sv - m_v));
+        const fbatch e = exp<Arch>(sv - m_v);  // exp(-inf) is +0: a product of -inf weighs 0
         sum_v += e;
         return e;
     };
@@ -176,7 +176,7 @@ void softmax_row(int64_t cols, float scale, const float *x, float *y) {
         // lanes past the row: products of -inf, e = 0 (in place, s is recomputed from x)
         const fbatch sv = InPlace ? tail_products<Arch>(scale_v, x, j, cols)
                                   : load_tail<Arch>(y, j, cols, -inf);
-        const fbatch e = xsimd::select(sv == neg_inf_v, fbatch(0.0f), exp<Arch>(sv - m_v));
+        const fbatch e = exp<Arch>(sv - m_v);
         sum_v += e;
         store_tail<Arch>(e, y, j, cols);
     }
