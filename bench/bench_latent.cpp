@@ -1,8 +1,9 @@
-// Decoding with many query heads over one KV head, 1 thread, B = 1, Lq = 1, bf16 q and cache
-// (unless named _f32), f32 out:
-//   latent/<impl>/<isa>/threads:1/H<H>_KV1_Lk4096_D576_V512_bf16
+// Decoding with many query heads over one KV head, 1 thread (and 2 for latent attention as
+// planned), B = 1, Lq = 1, bf16 q and cache (unless named _f32), f32 out:
+//   latent/<impl>/<isa>/threads:{1,2}/H<H>_KV1_Lk4096_D576_V512_bf16
 //       latent attention (MLA, absorbed): H in {16, 128} query heads over one latent head,
 //       dim_qk 576, dim_v 512, V the first 512 elements of each cached row (v inside k);
+//       2 threads for impl "simd" only: the keys split into chunks the threads share;
 //   latent/<impl>/<isa>/threads:1/H<H>_KV<n>_Lk4096_D128_V128_bf16
 //       grouped-query decoding with groups of 8, 16 and 32 heads (where heads become tile rows);
 //   latent/<impl>/<isa>/threads:1/H16_KV1_..._f32, H32_KV1_..._f32: the same over f32 q and
@@ -11,8 +12,8 @@
 // of the tile entries, sdpa_plan.hpp), "decode_entry" the same call with that switched off
 // (ops/sdpa_switch.hpp: the decode entry, a few heads a tile) and "tile_rows" with every
 // group's heads as tile rows (where the threshold lies), for the ratios in one run.
-// GFLOP/s counts 2 H Lk (dim_qk + dim_v); GFLOP/s_cpu the same per CPU second, and
-// of_vdpbf16ps_peak that divided by the VDPBF16PS peak measured per CPU second in the same
+// GFLOP/s counts 2 H Lk (dim_qk + dim_v); GFLOP/s_cpu the same per CPU second of each thread,
+// and of_vdpbf16ps_peak that divided by the VDPBF16PS peak measured per CPU second in the same
 // benchmark right after its timing (machine/bf16_peak's loop), so both see the same load.
 // On the amx level, of_amx_peak is the fraction of the TDPBF16PS peak measured the same way.
 #include <algorithm>
@@ -64,8 +65,9 @@ double peak_per_cpu_second(const machine_kernels *k, bool amx) {
     return best;
 }
 
-void latent_decode(benchmark::State &state, latent_shape s, attn_isa isa, int64_t rows_from) {
-    attn_context *ctx = context(ATTN_IMPL_SIMD, isa, 1);
+void latent_decode(benchmark::State &state, latent_shape s, attn_isa isa, int64_t rows_from,
+                   int threads) {
+    attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
     const std::vector<uint16_t> q = stored(random_floats(size_t(s.heads * s.dim_qk), 1), s.bf16);
     const int64_t k_n = s.heads_kv * s.len_kv * s.dim_qk, v_n = s.heads_kv * s.len_kv * s.dim_v;
     const std::vector<uint16_t> k = stored(random_floats(size_t(k_n), 2), s.bf16);
@@ -90,7 +92,7 @@ void latent_decode(benchmark::State &state, latent_shape s, attn_isa isa, int64_
     attn::ops::set_heads_as_rows_from(attn::ops::heads_as_rows_min_group);
     const double flops = 2.0 * double(s.heads * s.len_kv * (s.dim_qk + s.dim_v));
     set_flops(state, flops);
-    set_flops_per_cpu_second(state, flops * double(state.iterations()), cpu_seconds, 1);
+    set_flops_per_cpu_second(state, flops * double(state.iterations()), cpu_seconds, threads);
     const double rate = flops * double(state.iterations()) / cpu_seconds / 1e9;
     const machine_kernels *mk = machine_kernels_for(isa);
     if (mk && mk->bf16_chains && cpu_seconds > 0.0) {
@@ -113,11 +115,15 @@ bool register_latent() {
     for (const latent_shape &s : shapes)
         for (attn_isa isa : s.bf16 ? bf16_isas() : simd_isas())
             for (const auto &[impl, rows_from] : plans)
-                benchmark::RegisterBenchmark(
-                    bench_name("latent", impl, isa_name(isa), 1, s.name()).c_str(),
-                    latent_decode, s, isa, rows_from)
-                    ->UseRealTime()
-                    ->Unit(benchmark::kMillisecond);
+                for (int threads : {1, 2}) {
+                    const bool latent = s.dim_qk != s.dim_v && s.bf16;
+                    if (threads == 2 && (!latent || rows_from != plans[0].second)) continue;
+                    benchmark::RegisterBenchmark(
+                        bench_name("latent", impl, isa_name(isa), threads, s.name()).c_str(),
+                        latent_decode, s, isa, rows_from, threads)
+                        ->UseRealTime()
+                        ->Unit(benchmark::kMillisecond);
+                }
     return true;
 }
 
