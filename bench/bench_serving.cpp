@@ -6,12 +6,17 @@
 //     decoding one token; q, out and a paged KV cache (pages of 16 keys) in bf16; one
 //     attn_sdpa with q_start, kv_len, the block table and ATTN_CAUSAL_BOTTOM_RIGHT_KV_LEN.
 //   serving/.../per_sequence_S64_H32_KV8_D128: the same outputs, one attn_sdpa per sequence.
-// The cache pool holds 8192 pages per tensor (256 MiB each for K and V); each sequence's
-// pages are drawn from it at random, so sequences may share pages (the reads stay those of a
-// pool much larger than the caches). GFLOP/s counts 4 D flops per visible (query, key) pair.
+//   serving/.../{one_call,per_sequence}_decode_S64_H32_KV8_D128: 64 sequences decoding one
+//     token each over short contexts (16..512 keys): the step where what a call costs beyond
+//     its tiles (validation, plan, fork and join of the threads) shows.
+// The cache pool holds 8192 pages per tensor (256 MiB each for K and V; 2048 pages for the
+// decode step); each sequence's pages are drawn from it at random, so sequences may share
+// pages (the reads stay those of a pool much larger than the caches). GFLOP/s counts 4 D
+// flops per visible (query, key) pair.
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench_common.hpp"
@@ -19,20 +24,32 @@
 namespace attn_bench {
 namespace {
 
-constexpr int64_t seqs = 64, prefills = 8, chunk = 512, min_ctx = 200, max_ctx = 16000;
-constexpr int64_t heads = 32, heads_kv = 8, dim = 128, page = 16, pool_pages = 8192;
+constexpr int64_t seqs = 64, chunk = 512;
+constexpr int64_t heads = 32, heads_kv = 8, dim = 128, page = 16;
+
+// The sequences' shape: every `every`-th sequence a prefill chunk (0: none), contexts spread
+// evenly over [min_ctx, max_ctx], pages drawn from a pool of pool_pages.
+struct step_shape {
+    const char *name;
+    int64_t every, min_ctx, max_ctx, pool_pages;
+};
+constexpr step_shape mixed_step{"S64_H32_KV8_D128", seqs / 8, 200, 16000, 8192};
+constexpr step_shape decode_step{"decode_S64_H32_KV8_D128", 0, 16, 512, 2048};
 
 struct serving_step {
     std::vector<int32_t> q_start, kv_len, table;
     std::vector<uint16_t> q, k_pool, v_pool, out;
-    int64_t table_stride = (max_ctx + page - 1) / page;
+    int64_t table_stride, max_ctx, pool_pages;
     double flops = 0.0;
 
-    serving_step() {
+    explicit serving_step(const step_shape &shape)
+        : table_stride((shape.max_ctx + page - 1) / page), max_ctx(shape.max_ctx),
+          pool_pages(shape.pool_pages) {
+        const int64_t min_ctx = shape.min_ctx;
         q_start = {0};
         std::mt19937 gen(5);
         for (int64_t b = 0; b < seqs; ++b) {
-            const int64_t n = b % (seqs / prefills) == 0 ? chunk : 1;
+            const int64_t n = shape.every > 0 && b % shape.every == 0 ? chunk : 1;
             const int64_t ctx = min_ctx + (max_ctx - min_ctx) * b / (seqs - 1);
             q_start.push_back(q_start.back() + int32_t(n));
             kv_len.push_back(int32_t(ctx));
@@ -72,14 +89,15 @@ struct serving_step {
     }
 };
 
-const serving_step &step() {
-    static const serving_step s;
-    return s;
+const serving_step &step(bool decode_only) {
+    static const serving_step mixed(mixed_step), decode(decode_step);
+    return decode_only ? decode : mixed;
 }
 
-void serving(benchmark::State &state, bool one_call, attn_isa isa, int threads) {
+void serving(benchmark::State &state, bool one_call, bool decode_only, attn_isa isa,
+             int threads) {
     attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
-    const serving_step &s = step();
+    const serving_step &s = step(decode_only);
     std::vector<uint16_t> out(s.out.size());
     const double cpu0 = process_cpu_seconds();
     for (auto _ : state) {
@@ -111,14 +129,15 @@ bool register_serving() {
     if (isas.empty()) isas = simd_isas();
     if (isas.empty()) return false;
     const attn_isa isa = isas.back();
-    for (int threads : {1, 2})
-        for (const bool one_call : {true, false})
-            benchmark::RegisterBenchmark(
-                bench_name("serving", "simd", isa_name(isa), threads,
-                           one_call ? "one_call_S64_H32_KV8_D128" : "per_sequence_S64_H32_KV8_D128")
-                    .c_str(),
-                serving, one_call, isa, threads)
-                ->UseRealTime()->Unit(benchmark::kMillisecond);
+    for (const step_shape &shape : {mixed_step, decode_step})
+        for (int threads : {1, 2})
+            for (const bool one_call : {true, false})
+                benchmark::RegisterBenchmark(
+                    bench_name("serving", "simd", isa_name(isa), threads,
+                               std::string(one_call ? "one_call_" : "per_sequence_") + shape.name)
+                        .c_str(),
+                    serving, one_call, shape.every == 0, isa, threads)
+                    ->UseRealTime()->Unit(benchmark::kMillisecond);
     return true;
 }
 
