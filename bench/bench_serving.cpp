@@ -89,9 +89,13 @@ struct serving_step {
     }
 };
 
-const serving_step &step(bool decode_only) {
-    static const serving_step mixed(mixed_step), decode(decode_step);
-    return decode_only ? decode : mixed;
+const serving_step &step(bool decode_only) {  // each built on first use only
+    if (decode_only) {
+        static const serving_step decode(decode_step);
+        return decode;
+    }
+    static const serving_step mixed(mixed_step);
+    return mixed;
 }
 
 void serving(benchmark::State &state, bool one_call, bool decode_only, attn_isa isa,
