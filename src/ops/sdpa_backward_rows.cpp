@@ -130,6 +130,11 @@ void row_statistics(const exec &ex, const seq_rows &seqs, const void *out, const
         else if (lse) m = lse[seqs.lse_at(at.b, at.h, at.i)], l = 1.0f;
         else m = rows.max[size_t(row)], l = fwd_sum[row];
         if (l == 0.0f) m = neg_inf;
+        // a row that sees no key (no keys, window, causal limit, kv_len) takes no gradient:
+        // its output, 0, depends on nothing, the sink included, whatever lse says (a sink
+        // gives such a row a finite lse) and whatever out holds
+        const auto seen = seqs.visibility(at.b).row(at.i);
+        if (seen.hi <= seen.lo) m = neg_inf;
         rows.max[size_t(row)] = m;
         rows.inv_sum[size_t(row)] = 1.0f / l;
         // delta_i = dO_i . O_i = sum_j P_ij z_ij dP_ij, as O = (P z) V
