@@ -400,7 +400,9 @@ attn_status attn_sdpa(attn_context *ctx, const attn_sdpa_desc *d,
  * same d (same mask, causal, dropout seed). lse is the forward's (NULL: recomputed). out is
  * the forward's output: every path takes each row's D = dout . out from it (FlashAttention's
  * delta, equal to sum_j P_j dP_j for the true output), so an out that is not the forward's
- * gives the gradients of that formula, the same on every path.
+ * gives the gradients of that formula, the same on every path. A row that sees no key (a
+ * sequence without keys, a window or causal limit past its keys, kv_len 0) takes no
+ * gradient, d->dsinks included: its output, 0, depends on nothing.
  * dq, dk, dv use the layouts of q, k, v; with grouped-query attention dk and dv sum over
  * the query heads of a group. d->weights and d->lse are ignored (not written). */
 attn_status attn_sdpa_backward_f32(attn_context *ctx, const attn_sdpa_desc *d,
