@@ -39,25 +39,24 @@ constexpr step_shape decode_step{"decode_S64_H32_KV8_D128", 0, 16, 512, 2048};
 struct serving_step {
     std::vector<int32_t> q_start, kv_len, table;
     std::vector<uint16_t> q, k_pool, v_pool, out;
-    int64_t table_stride, max_ctx, pool_pages;
+    step_shape shape;
+    int64_t table_stride;
     double flops = 0.0;
 
     explicit serving_step(const step_shape &shape)
-        : table_stride((shape.max_ctx + page - 1) / page), max_ctx(shape.max_ctx),
-          pool_pages(shape.pool_pages) {
-        const int64_t min_ctx = shape.min_ctx;
+        : shape(shape), table_stride((shape.max_ctx + page - 1) / page) {
         q_start = {0};
         std::mt19937 gen(5);
         for (int64_t b = 0; b < seqs; ++b) {
             const int64_t n = shape.every > 0 && b % shape.every == 0 ? chunk : 1;
-            const int64_t ctx = min_ctx + (max_ctx - min_ctx) * b / (seqs - 1);
+            const int64_t ctx = shape.min_ctx + (shape.max_ctx - shape.min_ctx) * b / (seqs - 1);
             q_start.push_back(q_start.back() + int32_t(n));
             kv_len.push_back(int32_t(ctx));
             for (int64_t i = 0; i < n; ++i)  // causal at the end of the context
                 flops += 4.0 * double(dim) * double(heads) * double(ctx - n + i + 1);
         }
         table.resize(size_t(seqs * table_stride));
-        std::uniform_int_distribution<int32_t> pick(0, int32_t(pool_pages - 1));
+        std::uniform_int_distribution<int32_t> pick(0, int32_t(shape.pool_pages - 1));
         for (auto &id : table) id = pick(gen);
         auto bf16 = [](const std::vector<float> &x) {
             std::vector<uint16_t> b(x.size());
@@ -65,7 +64,7 @@ struct serving_step {
             return b;
         };
         q = bf16(random_floats(size_t(q_start.back() * heads * dim), 1));
-        const size_t pool = size_t(pool_pages * heads_kv * page * dim);
+        const size_t pool = size_t(shape.pool_pages * heads_kv * page * dim);
         k_pool = bf16(random_floats(pool, 2));
         v_pool = bf16(random_floats(pool, 3));
         out.resize(q.size());
@@ -74,7 +73,7 @@ struct serving_step {
     // The desc of sequences [first, first + count), their rows at q + q_start[first].
     attn_sdpa_desc desc(int64_t first, int64_t count) const {
         attn_sdpa_desc d;
-        attn_sdpa_desc_init(&d, count, heads, chunk, max_ctx, dim);
+        attn_sdpa_desc_init(&d, count, heads, chunk, shape.max_ctx, dim);
         d.heads_kv = heads_kv;
         d.q = d.out = attn_layout{0, dim, heads * dim};
         d.k = d.v = attn_layout{heads_kv * page * dim, page * dim, dim};
@@ -84,7 +83,7 @@ struct serving_step {
         d.block_table = table.data() + first * table_stride;
         d.block_table_stride = table_stride;
         d.page_size = page;
-        d.num_pages = pool_pages;
+        d.num_pages = shape.pool_pages;
         return d;
     }
 };

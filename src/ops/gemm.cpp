@@ -17,7 +17,6 @@
 namespace attn::ops {
 namespace {
 
-
 // Below this many multiply-adds a product runs on the calling thread: waking workers
 // costs more than it saves.
 constexpr int64_t serial_below_madds = int64_t{1} << 19;

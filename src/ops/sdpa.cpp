@@ -46,7 +46,6 @@
 namespace attn::ops {
 namespace {
 
-
 // What a forward call keeps in its context's workspace for the next (workspace.hpp): the plan,
 // the bookkeeping and the buffers, reused at their size. Reusing the scratch matters beyond
 // the allocation: megabytes allocated afresh on every call make the OS zero every page again,

@@ -49,7 +49,6 @@ namespace {
 constexpr int64_t target_tasks = 8;
 constexpr int64_t max_partial_floats = int64_t(8) << 20;
 
-
 // The tile kernel and its scratch: the f32 one, or the one with bf16 products (pairs).
 struct backward_kernel {
     void (*tile)(const kernels::attention_backward_tile &);

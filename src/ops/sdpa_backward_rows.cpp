@@ -15,7 +15,6 @@ namespace {
 
 const float neg_inf = -std::numeric_limits<float>::infinity();
 
-
 // The forward entry with bf16 products whose scores the bf16 backward's match (the tiles
 // pack K and V themselves when not given them packed), or null.
 const kernels::attention_impl *pair_entry(const kernels::kernel_table &kt) {

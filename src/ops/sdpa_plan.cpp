@@ -11,7 +11,6 @@
 namespace attn::ops {
 namespace {
 
-
 // Tasks of non-split pairs are cut to about 1 / (tasks_per_slot x slots) of the call's work:
 // enough for the threads to even out, few enough that packing a head per task stays small.
 constexpr int tasks_per_slot = 8;
