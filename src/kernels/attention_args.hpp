@@ -121,8 +121,8 @@ struct attention_backward_tile {
     int64_t dk_ld, dv_ld;
     const void *q, *dout;   // row i at q + i * q_ld elements
     int64_t q_ld, dout_ld;
-    // The kernel with bf16 products: the head's Q and dO transposed in bf16 in blocks of 32
-    // rows (kernel_table::attention_backward_pack_t_bf16's layout; null for the f32 kernel).
+    // The AMX kernel: the head's Q and dO transposed in bf16 in blocks of 32 rows
+    // (kernel_table::attention_backward_pack_t_bf16's layout; null for the other kernels).
     const uint16_t *q_t, *dout_t;
     float *dq;              // row i at dq + i * dq_ld, accumulated in f32
     int64_t dq_ld;

@@ -101,15 +101,16 @@ struct kernel_table {
     int attention_backward_bk, attention_backward_br;  // keys per tile, query rows per step
     int64_t (*attention_backward_scratch_floats)(int64_t dim_qk, int64_t dim_v);
     void (*attention_backward_tile)(const struct attention_backward_tile &tile);
-    // The same with the five products in bf16 on AMX tiles (amx/attention_backward_amx.hpp),
-    // on the amx and amx_emulated levels (else null): for calls whose products may all be bf16
-    // (q, k, v, out stored in bf16, or ATTN_FPMATH_BF16), on its own scratch size.
+    // The same with the five products in bf16, for calls whose products may all be bf16 (q, k,
+    // v, out stored in bf16, or ATTN_FPMATH_BF16), on its own scratch size: on bf16 pairs on the
+    // avx512_bf16 level (attention_backward_bf16.hpp), on AMX tiles on the amx and
+    // amx_emulated levels (amx/attention_backward_amx.hpp); null on the others.
     int64_t (*attention_backward_scratch_floats_bf16)(int64_t dim_qk, int64_t dim_v);
     void (*attention_backward_tile_bf16)(const struct attention_backward_tile &tile);
-    // Its transposed operands, once per head, in blocks of 32 rows: dst[((r / 32) * dims + d)
-    // * 32 + r % 32] = bf16 of element d of row r (rows ld elements apart, of type t) for
-    // d < dims (dim rounded up to 32; zero past dim) and r < rows32 (a multiple of 32; zero
-    // from row n on and for rows with row_max[r] = -inf).
+    // The AMX kernel's transposed operands (null on other levels), once per head, in blocks of
+    // 32 rows: dst[((r / 32) * dims + d) * 32 + r % 32] = bf16 of element d of row r (rows ld
+    // elements apart, of type t) for d < dims (dim rounded up to 32; zero past dim) and
+    // r < rows32 (a multiple of 32; zero from row n on and for rows with row_max[r] = -inf).
     void (*attention_backward_pack_t_bf16)(const void *rows, attn_dtype t, int64_t ld, int64_t n,
                                            int64_t dim, const float *row_max, uint16_t *dst,
                                            int64_t rows32);

@@ -20,8 +20,8 @@
 // beyond the inputs and outputs is O(rows) plus the partials, which are capped (for packed
 // sequences, each sequence's; none when the heads alone give enough tasks). Every buffer is
 // allocated before an output is written. The tensors are read as stored: f32, or, for the
-// kernel with bf16 products (the AMX tiles, dense batches), 16-bit, dQ then accumulated in f32
-// and each gradient rounded once.
+// kernel with bf16 products (pairs or AMX tiles, dense batches), 16-bit, dQ then accumulated
+// in f32 and each gradient rounded once.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>

@@ -5,6 +5,7 @@
 // shared with src/kernels/arch/avx512.cpp's instantiations.
 #define ATTN_ISA_NAMESPACE isa_avx512_bf16
 #include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
+#include "kernels/attention_backward_bf16.hpp"
 #include "kernels/attention_bf16.hpp"
 #include "kernels/gemm_bf16.hpp"
 
@@ -29,6 +30,10 @@ const kernel_table *kernel_table_avx512_bf16() {
         t.gemm_micro_kernel_bf16 = &gemm_micro_kernel_bf16<arch>;
         // attention with bf16-pair products (attention_bf16.hpp), tried before the f32 tiles
         t.attention_impls.insert_before("f32_tiles", attention_bf16_pairs_entry<arch>());
+        // the fused backward with its five products on bf16 pairs (attention_backward_bf16.hpp),
+        // for calls whose products may all be bf16; its operands need no transposed copies
+        t.attention_backward_scratch_floats_bf16 = &attention_backward_scratch_floats_bf16<arch>;
+        t.attention_backward_tile_bf16 = &attention_backward_tile_bf16<arch>;
         return t;
     }();
     return &table;

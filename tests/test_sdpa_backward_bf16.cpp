@@ -1,15 +1,15 @@
-// The fused backward with its products on AMX tiles (amx: the real tiles; amx_emulated: the
-// same kernel on the tile model, on any AVX512-BF16 machine; a level this CPU lacks is skipped
-// by name). It runs when q, k, v, out are all bf16, or under ATTN_FPMATH_BF16. Its tolerance
-// rule, for every gradient: against float64 gradients on the same stored inputs, the normwise
-// error is at most twice that of a plain 16-bit backward applying exactly the tile kernel's
-// roundings (inputs in bf16 — f32 ones rounded under fpmath bf16 —, the forward's P rounded
-// before P V, its output as stored, P z rounded to bf16 before dV, dS before dQ and dK,
-// products summed in f32, each gradient rounded once), plus one unit roundoff of the
-// gradient's type. Options: causal (top-left, bottom-right with fewer and more queries than
-// keys), GQA, dropout, window, kv_len, softcap, mask, ALiBi, sinks with dsinks, lse given or
-// recomputed, odd dims and lengths. Bits: the real tiles give the model's, and 1, 2 and 3
-// threads the same.
+// The fused backward with its products in bf16: on bf16 pairs (VDPBF16PS, the avx512_bf16
+// level) and on AMX tiles (amx: the real tiles; amx_emulated: the same kernel on the tile
+// model, on any AVX512-BF16 machine); a level this CPU lacks is skipped by name. It runs when
+// q, k, v, out are all bf16, or under ATTN_FPMATH_BF16. Its tolerance rule, for every
+// gradient: against float64 gradients on the same stored inputs, the normwise error is at most
+// twice that of a plain 16-bit backward applying exactly the kernels' roundings (inputs in
+// bf16 — f32 ones rounded under fpmath bf16 —, the forward's P rounded before P V, its output
+// as stored, P z rounded to bf16 before dV, dS before dQ and dK, products summed in f32, each
+// gradient rounded once), plus one unit roundoff of the gradient's type. Options: causal
+// (top-left, bottom-right with fewer and more queries than keys), GQA, dropout, window, kv_len,
+// softcap, mask, ALiBi, sinks with dsinks, lse given or recomputed, odd dims and lengths. Bits:
+// 1, 2 and 3 threads give the same, and the real tiles the model's.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -125,7 +125,7 @@ grads<T> dropout_backward(const attn_sdpa_desc &d, const std::vector<T> &q,
 double keep(double x) { return x; }
 float keep_f(float x) { return x; }
 
-attn_test::context_ptr amx_context(attn_isa isa, int threads, bool fpmath_bf16) {
+attn_test::context_ptr bf16_context(attn_isa isa, int threads, bool fpmath_bf16) {
     attn_config cfg;
     attn_config_init(&cfg);
     cfg.impl = ATTN_IMPL_SIMD;
@@ -143,10 +143,10 @@ struct level {
 };
 void PrintTo(const level &l, std::ostream *os) { *os << l.name; }
 
-class SdpaBackwardAmx : public testing::TestWithParam<level> {
+class SdpaBackwardBf16 : public testing::TestWithParam<level> {
   protected:
     void SetUp() override {
-        if (!amx_context(GetParam().isa, 1, false))
+        if (!bf16_context(GetParam().isa, 1, false))
             GTEST_SKIP() << GetParam().name << ": this CPU (or its OS) lacks the level";
     }
 };
@@ -195,7 +195,7 @@ struct run {
 run compute(const problem &p, attn_isa isa, int threads, attn_sdpa_desc &d, options &o,
             const stored &q, const stored &k, const stored &v, const stored &g) {
     run r;
-    auto ctx = amx_context(isa, threads, !p.bf16);
+    auto ctx = bf16_context(isa, threads, !p.bf16);
     const size_t bytes = p.bf16 ? 2 : 4;
     std::vector<uint8_t> out(g.bytes.size());
     std::vector<float> lse(size_t(p.B * p.Hq * p.Lq));
@@ -271,7 +271,7 @@ void check_rule(const problem &p, attn_isa isa) {
 }
 
 // Small shapes: amx_emulated runs the tile model, ~100x slower than the tiles.
-TEST_P(SdpaBackwardAmx, ToleranceRule) {
+TEST_P(SdpaBackwardBf16, ToleranceRule) {
     const problem problems[] = {
         {"dropout, causal top-left, GQA", true, true, false, 1, 4, 2, 150, 150, 64,
          ATTN_CAUSAL_TOP_LEFT, 0.2f},
@@ -322,19 +322,20 @@ void check_bits(attn_isa isa, attn_isa other) {
     }
 }
 
-TEST_P(SdpaBackwardAmx, ThreadsAgreeBitwise) { check_bits(GetParam().isa, GetParam().isa); }
+TEST_P(SdpaBackwardBf16, ThreadsAgreeBitwise) { check_bits(GetParam().isa, GetParam().isa); }
 
 // The real tiles against the model: the same kernel source on both, so the same bits.
 TEST(SdpaBackwardAmxTiles, TilesEqualModelBitwise) {
-    if (!amx_context(ATTN_ISA_AMX, 1, false))
+    if (!bf16_context(ATTN_ISA_AMX, 1, false))
         GTEST_SKIP() << "amx: this CPU (or its OS) lacks the level";
-    if (!amx_context(ATTN_ISA_AMX_EMULATED, 1, false))
+    if (!bf16_context(ATTN_ISA_AMX_EMULATED, 1, false))
         GTEST_SKIP() << "amx_emulated: this CPU lacks AVX512-BF16";
     check_bits(ATTN_ISA_AMX, ATTN_ISA_AMX_EMULATED);
 }
 
-INSTANTIATE_TEST_SUITE_P(Levels, SdpaBackwardAmx,
-                         testing::Values(level{ATTN_ISA_AMX, "amx"},
+INSTANTIATE_TEST_SUITE_P(Levels, SdpaBackwardBf16,
+                         testing::Values(level{ATTN_ISA_AVX512_BF16, "avx512_bf16"},
+                                         level{ATTN_ISA_AMX, "amx"},
                                          level{ATTN_ISA_AMX_EMULATED, "amx_emulated"}),
                          [](const testing::TestParamInfo<level> &i) {
                              return std::string(i.param.name);
