@@ -35,6 +35,7 @@
 #include "ops/ops.hpp"
 #include "ops/parallel.hpp"
 #include "ops/sdpa_backward_rows.hpp"
+#include "ops/workspace.hpp"
 #include "core/scores.hpp"
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
@@ -255,28 +256,27 @@ namespace {
 // Q and dO of every head transposed (kernel.pack_t) into q_t, dout_t, sized here (dense
 // batches: the kernel with bf16 products takes no packed sequences).
 void transposed_rows(const exec &ex, const backward_kernel &kernel, const attn_sdpa_desc &d,
-                     const row_terms &rows, backward_tensors &io,
-                     std::unique_ptr<uint16_t[]> &q_t, std::unique_ptr<uint16_t[]> &dout_t,
-                     bool fill) {
+                     const row_terms &rows, backward_tensors &io, growing_floats &q_t,
+                     growing_floats &dout_t, bool fill) {
     if (!kernel.pack_t) return;
     io.t_rows = ceil_div(d.len_q, 32) * 32;  // whole blocks of 32 rows
     io.q_t_head = ceil_div(d.dim_qk, 32) * 32 * io.t_rows;
     io.dout_t_head = ceil_div(d.dim_v, 32) * 32 * io.t_rows;
     const int64_t heads = d.batch * d.heads_q;
-    if (!fill) {
-        q_t.reset(new uint16_t[size_t(heads * io.q_t_head)]);  // every element packed below
-        dout_t.reset(new uint16_t[size_t(heads * io.dout_t_head)]);
-        io.q_t = q_t.get();
-        io.dout_t = dout_t.get();
-        return;
-    }
+    // a float holds two (the sizes are even); every element is packed below
+    uint16_t *q_rows = reinterpret_cast<uint16_t *>(q_t.get(size_t(heads * io.q_t_head / 2)));
+    uint16_t *dout_rows =
+        reinterpret_cast<uint16_t *>(dout_t.get(size_t(heads * io.dout_t_head / 2)));
+    io.q_t = q_rows;
+    io.dout_t = dout_rows;
+    if (!fill) return;
     parallel_tasks(ex, heads, [&](int64_t bh) {
         const int64_t b = bh / d.heads_q, h = bh % d.heads_q;
         const float *row_max = rows.max.data() + bh * d.len_q;
         kernel.pack_t(element_at(io.q, d.q_type, b * d.q.batch + h * d.q.head), d.q_type, d.q.seq,
-                      d.len_q, d.dim_qk, row_max, q_t.get() + bh * io.q_t_head, io.t_rows);
+                      d.len_q, d.dim_qk, row_max, q_rows + bh * io.q_t_head, io.t_rows);
         kernel.pack_t(element_at(io.dout, d.out_type, b * d.out.batch + h * d.out.head), d.out_type,
-                      d.out.seq, d.len_q, d.dim_v, row_max, dout_t.get() + bh * io.dout_t_head,
+                      d.out.seq, d.len_q, d.dim_v, row_max, dout_rows + bh * io.dout_t_head,
                       io.t_rows);
     });
 }
@@ -298,6 +298,15 @@ dq_partials partials_for(const seq_rows &seqs, const std::vector<chunking> &cuts
     return parts;
 }
 
+// What a call keeps in its context's workspace for the next one (workspace.hpp): after a
+// first call, a repeated backward of the same or a smaller shape takes no memory in
+// proportion to the problem, so a training loop does not fault in fresh pages every step.
+struct backward_state {
+    row_terms rows;
+    std::vector<float> partials, fwd_sum;
+    growing_floats scratch, dq_acc, q_t, dout_t;
+};
+
 // Steps 1 to 3 (this file's header) with the given tile kernel on the stored tensors.
 void fused_steps(const exec &ex, const kernels::kernel_table &kt, const backward_kernel &kernel,
                  const attn_sdpa_desc &d, backward_tensors io, const float *lse,
@@ -306,35 +315,32 @@ void fused_steps(const exec &ex, const kernels::kernel_table &kt, const backward
     const std::vector<chunking> cuts = sequence_chunks(seqs, kt.attention_backward_bk);
     const std::vector<key_task> tasks = key_tasks(seqs, cuts);
 
-    // ---- scratch, all before any output is written ----
+    // ---- scratch, all before any output is written; kept by the context for the next call ----
+    const workspace_pool::lease ws = take_workspace(ex);
+    backward_state &st = (*ws).state<backward_state>();
     const int64_t slot_floats = ceil_div(kernel.scratch_floats(d.dim_qk, d.dim_v), 16) * 16;
-    aligned_floats scratch(size_t(slot_floats * worker_slots(ex)));
+    float *scratch = st.scratch.get(size_t(slot_floats * worker_slots(ex)));
     const size_t n_rows = static_cast<size_t>(seqs.rows_total());
-    row_terms rows;
+    row_terms &rows = st.rows;  // every row's terms are written in step 1
     rows.max.resize(n_rows);
     rows.inv_sum.resize(n_rows);
     rows.delta.resize(n_rows);
     rows.dsink.resize(d.dsinks ? n_rows : 0);
     rows.dropout_keys.resize(d.dropout_p > 0.0f ? n_rows : 0);
-    std::vector<float> partials;
-    const dq_partials parts = partials_for(seqs, cuts, partials);
-    std::unique_ptr<float[]> dq_acc;  // zeroed in step 2
-    io.dq_acc = nullptr;
-    if (d.q_type != ATTN_DTYPE_F32) {  // dQ accumulated in f32 (seq_rows::row order) apart from dq
-        dq_acc.reset(new float[n_rows * size_t(d.dim_qk)]);
-        io.dq_acc = dq_acc.get();
-    }
+    const dq_partials parts = partials_for(seqs, cuts, st.partials);
+    // dQ accumulated in f32 (seq_rows::row order) apart from a 16-bit dq; zeroed in step 2
+    io.dq_acc = d.q_type != ATTN_DTYPE_F32 ? st.dq_acc.get(n_rows * size_t(d.dim_qk)) : nullptr;
     const bool recompute = !stats && !lse;
-    std::vector<float> fwd_sum(recompute ? n_rows : 0);
-    std::unique_ptr<uint16_t[]> q_t, dout_t;
-    transposed_rows(ex, kernel, d, rows, io, q_t, dout_t, false);
+    std::vector<float> &fwd_sum = st.fwd_sum;
+    fwd_sum.resize(recompute ? n_rows : 0);
+    transposed_rows(ex, kernel, d, rows, io, st.q_t, st.dout_t, false);
 
     // ---- 1. per-row statistics, delta, dropout keys, the sinks' gradients ----
     if (recompute)
         recompute_statistics(ex, kt, seqs, kernel.pairs, io.q, io.k, io.v, rows.max.data(),
                              fwd_sum.data());
     row_statistics(ex, seqs, io.out, io.dout, lse, stats, fwd_sum.data(), rows);
-    transposed_rows(ex, kernel, d, rows, io, q_t, dout_t, true);
+    transposed_rows(ex, kernel, d, rows, io, st.q_t, st.dout_t, true);
 
     // ---- 2. key tiles; the dQ accumulator (chunk 0) starts from zero ----
     parallel_rows(ex, seqs, [&](const row_place &at, int64_t row) {
@@ -344,7 +350,7 @@ void fused_steps(const exec &ex, const kernels::kernel_table &kt, const backward
     });
     const key_chunks plan{seqs, kt, kernel, io, &rows, cuts, parts};
     parallel_tasks(ex, int64_t(tasks.size()), [&](int64_t task) {
-        run_key_chunk(plan, tasks[size_t(task)], scratch.get() + worker_slot(ex) * slot_floats);
+        run_key_chunk(plan, tasks[size_t(task)], scratch + worker_slot(ex) * slot_floats);
     });
 
     // ---- 3. dq = scale * (sum of the chunks, in order); dsinks summed in (batch, row) order ----

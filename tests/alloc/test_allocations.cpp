@@ -1,4 +1,4 @@
-// The heap allocations of a repeated attn_sdpa call. This binary replaces operator new and
+// The heap allocations of a repeated attn_sdpa or attn_sdpa_backward call. This binary replaces operator new and
 // delete (every form) and the malloc family (malloc, calloc, realloc, posix_memalign,
 // aligned_alloc, memalign, free) with counters in front of glibc's allocator, so it is a test
 // executable of its own: the replacement would count every allocation of any test linked with
@@ -10,7 +10,9 @@
 // same or a smaller shape allocates no memory proportional to the problem. Checked for a
 // prefill, a decoding step with split keys and a serving step (q_start over a paged cache), on
 // a SIMD context with 1 and 2 threads: the bytes a repeated call allocates stay under a small
-// constant, whatever the shape. With ATTN_ALLOC_REPORT=1 in the environment every counted
+// constant, whatever the shape. And for the fused backward (f32 tensors; bf16 tensors on the
+// levels with bf16 products), whose repeated calls would otherwise fault in megabytes of fresh
+// pages each training step. With ATTN_ALLOC_REPORT=1 in the environment every counted
 // allocation is printed with its size and its caller (module and offset, for addr2line or
 // gdb's `info symbol`).
 #include <dlfcn.h>
@@ -22,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <ostream>
 #include <string>
@@ -335,5 +338,95 @@ INSTANTIATE_TEST_SUITE_P(sdpa, allocations,
                                          alloc_case{"decode_1t", decode, 1}, alloc_case{"decode_2t", decode, 2},
                                          alloc_case{"serving_1t", serving, 1}, alloc_case{"serving_2t", serving, 2}),
                          case_name);
+
+// The backward: a repeated attn_sdpa_backward of H4 causal L = 256 * scale, D64 (f32 tensors,
+// the fused f32 kernel; or bf16 tensors, the kernel with bf16 products on the levels that have
+// one: pairs or AMX tiles, with its transposed copies of Q and dO), its lse from the forward.
+struct backward_problem {
+    attn_sdpa_desc d;
+    std::vector<uint8_t> q, k, v, out, dout, dq, dk, dv;
+    std::vector<float> lse;
+
+    backward_problem(int scale, attn_dtype t) {
+        const int64_t L = 256 * scale, H = 4, D = 64;
+        attn_sdpa_desc_init(&d, 1, H, L, L, D);
+        d.causal = ATTN_CAUSAL_TOP_LEFT;
+        d.q_type = d.kv_type = d.out_type = t;
+        const size_t n = size_t(H * L * D), bytes = t == ATTN_DTYPE_F32 ? 4 : 2;
+        for (std::vector<uint8_t> *x : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) x->resize(n * bytes);
+        for (size_t i = 0; i < n; ++i) {
+            const float f = float(int(i * 7919 % 33) - 16) / 16.0f;
+            for (std::vector<uint8_t> *x : {&q, &k, &v, &dout}) {
+                if (bytes == 4) {
+                    std::memcpy(x->data() + 4 * i, &f, 4);
+                } else {
+                    uint32_t w;
+                    std::memcpy(&w, &f, 4);
+                    const uint16_t h = uint16_t(w >> 16);  // exact: f has few significant bits
+                    std::memcpy(x->data() + 2 * i, &h, 2);
+                }
+            }
+        }
+        lse.resize(size_t(H * L));
+    }
+    attn_status forward(attn_context *ctx) {
+        d.lse = lse.data();
+        const attn_status st = attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data());
+        d.lse = nullptr;
+        return st;
+    }
+    attn_status run(attn_context *ctx) {
+        return attn_sdpa_backward(ctx, &d, q.data(), k.data(), v.data(), out.data(), dout.data(),
+                                  lse.data(), dq.data(), dk.data(), dv.data());
+    }
+};
+
+struct backward_case {
+    const char *name;
+    attn_dtype type;
+    int threads;
+};
+
+// After a warm-up call of the large shape, a repeated backward of the large and of the small
+// shape each allocate less than kBackwardBytes (448 bytes today: the call's bookkeeping of key
+// chunks and tasks), where the first call allocates 0.8 to 2.4 MB.
+constexpr uint64_t kBackwardBytes = 4 << 10;
+
+void expect_backward_reuses_memory(const backward_case &c) {
+    attn_context *ctx = simd_context(c.threads);
+    ASSERT_NE(ctx, nullptr) << attn_last_error();
+    const std::string level = attn_context_isa(ctx);
+    if (c.type == ATTN_DTYPE_BF16 && level != "avx512_bf16" && level != "amx") {
+        attn_context_destroy(ctx);  // 16-bit tensors widen into f32 copies made for each call
+        GTEST_SKIP() << "level " << level << " has no kernel with bf16 products";
+    }
+    backward_problem large(2, c.type), small(1, c.type);
+    ASSERT_EQ(large.forward(ctx), ATTN_OK) << attn_last_error();
+    ASSERT_EQ(small.forward(ctx), ATTN_OK) << attn_last_error();
+    attn_status st_first = ATTN_OK, st_large = ATTN_OK, st_small = ATTN_OK;
+    const usage first = measure("backward, first", [&] { st_first = large.run(ctx); });
+    const usage again = measure("backward, repeat, large", [&] { st_large = large.run(ctx); });
+    const usage smaller = measure("backward, repeat, small", [&] { st_small = small.run(ctx); });
+    EXPECT_EQ(st_first, ATTN_OK);
+    EXPECT_EQ(st_large, ATTN_OK);
+    EXPECT_EQ(st_small, ATTN_OK);
+    EXPECT_GT(first.bytes, uint64_t(1) << 19);  // the measurement sees the first call's buffers
+    EXPECT_LT(again.bytes, kBackwardBytes) << again.allocations << " allocations";
+    EXPECT_LT(smaller.bytes, kBackwardBytes) << smaller.allocations << " allocations";
+    attn_context_destroy(ctx);
+}
+
+void PrintTo(const backward_case &c, std::ostream *os) { *os << c.name; }
+
+class backward_allocations : public testing::TestWithParam<backward_case> {};
+TEST_P(backward_allocations, RepeatedCallReusesItsMemory) { expect_backward_reuses_memory(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(sdpa_backward, backward_allocations,
+                         testing::Values(backward_case{"f32_1t", ATTN_DTYPE_F32, 1},
+                                         backward_case{"f32_2t", ATTN_DTYPE_F32, 2},
+                                         backward_case{"bf16_1t", ATTN_DTYPE_BF16, 1},
+                                         backward_case{"bf16_2t", ATTN_DTYPE_BF16, 2}),
+                         [](const testing::TestParamInfo<backward_case> &i) {
+                             return std::string(i.param.name);
+                         });
 
 }  // namespace
