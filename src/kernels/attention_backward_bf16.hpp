@@ -146,53 +146,6 @@ inline void round_key_pairs(const float *t, int64_t rows, uint32_t *out) {
         }
 }
 
-// c[Rows x N vectors] += sum_{x < count} A(r, x) . b[x * ldb + n W ...] on pairs, A(r, x) the
-// word a[r * a_rs + x * a_xs]: acc_block (attention_backward.hpp) with two products a lane.
-template <class Arch, int Rows, int N>
-inline void acc_block_pairs(const uint32_t *a, int64_t a_rs, int64_t a_xs, int64_t count,
-                            const uint32_t *b, int64_t ldb, float *c, int64_t ldc) {
-    constexpr int W = lanes<Arch>;
-    __m512 acc[Rows][N];
-#pragma GCC unroll 32
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-        for (int n = 0; n < N; ++n) acc[r][n] = _mm512_load_ps(c + r * ldc + n * W);
-    for (int64_t x = 0; x < count; ++x) {
-        __m512bh b_vec[N];
-#pragma GCC unroll 8
-        for (int n = 0; n < N; ++n) b_vec[n] = (__m512bh)_mm512_loadu_si512(b + x * ldb + n * W);
-#pragma GCC unroll 32
-        for (int r = 0; r < Rows; ++r) {
-            const __m512bh a_val = (__m512bh)_mm512_set1_epi32(int(a[r * a_rs + x * a_xs]));
-#pragma GCC unroll 8
-            for (int n = 0; n < N; ++n) acc[r][n] = _mm512_dpbf16_ps(acc[r][n], a_val, b_vec[n]);
-        }
-    }
-#pragma GCC unroll 32
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-        for (int n = 0; n < N; ++n) _mm512_store_ps(c + r * ldc + n * W, acc[r][n]);
-}
-
-// acc_block_pairs for rows <= Rows and vectors <= N.
-template <class Arch, int Rows, int N>
-inline void acc_block_pairs_any(int rows, int vectors, const uint32_t *a, int64_t a_rs,
-                                int64_t a_xs, int64_t count, const uint32_t *b, int64_t ldb,
-                                float *c, int64_t ldc) {
-    if (count <= 0) return;
-    if constexpr (Rows > 1) {
-        if (rows < Rows)
-            return acc_block_pairs_any<Arch, Rows - 1, N>(rows, vectors, a, a_rs, a_xs, count, b,
-                                                          ldb, c, ldc);
-    }
-    if constexpr (N > 1) {
-        if (vectors < N)
-            return acc_block_pairs_any<Arch, Rows, N - 1>(rows, vectors, a, a_rs, a_xs, count, b,
-                                                          ldb, c, ldc);
-    }
-    acc_block_pairs<Arch, Rows, N>(a, a_rs, a_xs, count, b, ldb, c, ldc);
-}
-
 // s[rows x bk] = scale (a K^T) from pair rows a (ld words) and pair panels, except (row block,
 // panel) pairs hidden from every row of the block and key vectors past the block's last row's
 // limit (panel_products of attention_backward.hpp on pairs).
@@ -232,9 +185,10 @@ void key_products_pairs(const step_ranges &seen, int64_t keys, const uint32_t *a
         for (int64_t c0 = 0; c0 < keys; c0 += blk::mr_o) {
             const int cc = static_cast<int>(keys - c0 < blk::mr_o ? keys - c0 : blk::mr_o);
             const int64_t first = seen.key_first[c0] / 2, end = (seen.key_end[c0 + cc - 1] + 1) / 2;
-            acc_block_pairs_any<Arch, blk::mr_o, blk::nv>(
+            attention_bf16_detail::dp_block_pairs_any<Arch, blk::mr_o, blk::nv>(
                 cc, nvec, a + first * backward_bk + c0, 1, backward_bk, end - first,
-                b + first * dim_pad + v0 * W, dim_pad, acc + c0 * dim_pad + v0 * W, dim_pad);
+                b + first * dim_pad + v0 * W, dim_pad, acc + c0 * dim_pad + v0 * W, dim_pad,
+                nullptr);
         }
     }
 }
@@ -254,9 +208,10 @@ void query_products_pairs(const step_ranges &seen, const uint32_t *ds, const uin
                 static_cast<int>(seen.rows - r0 < blk::mr_o ? seen.rows - r0 : blk::mr_o);
             const int64_t first = seen.row_lo[r0] / 2, end = (seen.row_hi[r0 + rr - 1] + 1) / 2;
             if (end <= first) continue;
-            acc_block_pairs_any<Arch, blk::mr_o, blk::nv>(
+            attention_bf16_detail::dp_block_pairs_any<Arch, blk::mr_o, blk::nv>(
                 rr, nvec, ds + r0 * (backward_bk / 2) + first, backward_bk / 2, 1, end - first,
-                k + first * dim_pad + v0 * W, dim_pad, dqs + r0 * dim_pad + v0 * W, dim_pad);
+                k + first * dim_pad + v0 * W, dim_pad, dqs + r0 * dim_pad + v0 * W, dim_pad,
+                nullptr);
         }
     }
 }

@@ -236,52 +236,72 @@ v_pair_rows tile_v_pairs(const attention_tile &t, int64_t j0, int64_t cols, int6
     return {packed, ld * 2};
 }
 
-// o[Rows x NV*W] = o * rescale[r] + P[Rows x 2*pairs] V, P as bf16 pairs (row r's pair m
-// the 32-bit word p[r * ldp + m]), V as pair rows (pair row m at v + m * ldv bf16).
-template <class Arch, int Rows, int NV>
-inline void pv_block_pairs(const uint32_t *p, int64_t ldp, int64_t pairs, const uint16_t *v,
-                           int64_t ldv, float *o, int64_t ldo, const float *rescale) {
+// c[Rows x N*W] = c (times rescale[r], when given) + sum over x < count of A(r, x) B(x) on bf16
+// pairs, summed in f32 by VDPBF16PS: A(r, x) the 32-bit word a[r * a_rs + x * a_xs] (a pair of
+// row r), B(x) the pair row at b + x * ldb words, its N vectors side by side. The products of
+// the pair forward (P V) and of the pair backward.
+template <class Arch, int Rows, int N>
+inline void dp_block_pairs(const uint32_t *a, int64_t a_rs, int64_t a_xs, int64_t count,
+                           const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
+                           const float *rescale) {
     constexpr int W = lanes<Arch>;
-    __m512 acc[Rows][NV];
+    __m512 acc[Rows][N];
 #pragma GCC unroll 32
-    for (int r = 0; r < Rows; ++r) {
-        const __m512 a = _mm512_set1_ps(rescale[r]);
+    for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
-        for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_mul_ps(_mm512_load_ps(o + r * ldo + c * W), a);
-    }
-    for (int64_t m = 0; m < pairs; ++m) {
-        __m512bh vv[NV];
-#pragma GCC unroll 8
-        for (int c = 0; c < NV; ++c)
-            vv[c] = (__m512bh)_mm512_loadu_si512(v + m * ldv + c * W * 2);
+        for (int n = 0; n < N; ++n) acc[r][n] = _mm512_load_ps(c + r * ldc + n * W);
+    if (rescale) {
 #pragma GCC unroll 32
         for (int r = 0; r < Rows; ++r) {
-            const __m512bh pv = (__m512bh)_mm512_set1_epi32(int(p[r * ldp + m]));
+            const __m512 f = _mm512_set1_ps(rescale[r]);
 #pragma GCC unroll 8
-            for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], pv, vv[c]);
+            for (int n = 0; n < N; ++n) acc[r][n] = _mm512_mul_ps(acc[r][n], f);
+        }
+    }
+    for (int64_t x = 0; x < count; ++x) {
+        __m512bh bv[N];
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) bv[n] = (__m512bh)_mm512_loadu_si512(b + x * ldb + n * W);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[r * a_rs + x * a_xs]));
+#pragma GCC unroll 8
+            for (int n = 0; n < N; ++n) acc[r][n] = _mm512_dpbf16_ps(acc[r][n], av, bv[n]);
         }
     }
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
-        for (int c = 0; c < NV; ++c) _mm512_store_ps(o + r * ldo + c * W, acc[r][c]);
+        for (int n = 0; n < N; ++n) _mm512_store_ps(c + r * ldc + n * W, acc[r][n]);
 }
 
+// dp_block_pairs for rows <= Rows and vectors <= N.
+template <class Arch, int Rows, int N>
+inline void dp_block_pairs_any(int rows, int vectors, const uint32_t *a, int64_t a_rs,
+                               int64_t a_xs, int64_t count, const uint32_t *b, int64_t ldb,
+                               float *c, int64_t ldc, const float *rescale) {
+    if constexpr (Rows > 1) {
+        if (rows < Rows)
+            return dp_block_pairs_any<Arch, Rows - 1, N>(rows, vectors, a, a_rs, a_xs, count, b,
+                                                         ldb, c, ldc, rescale);
+    }
+    if constexpr (N > 1) {
+        if (vectors < N)
+            return dp_block_pairs_any<Arch, Rows, N - 1>(rows, vectors, a, a_rs, a_xs, count, b,
+                                                         ldb, c, ldc, rescale);
+    }
+    dp_block_pairs<Arch, Rows, N>(a, a_rs, a_xs, count, b, ldb, c, ldc, rescale);
+}
+
+// o[rows x vectors*W] = o * rescale[r] + P V, P as bf16 pairs (row r's pair m the 32-bit word
+// p[r * ldp + m], m < pairs), V as pair rows (pair row m at v + m * ldv bf16, ldv even).
 template <class Arch, int Rows, int NV>
 inline void pv_block_pairs_any(int rows, int vectors, const uint32_t *p, int64_t ldp,
                                int64_t pairs, const uint16_t *v, int64_t ldv, float *o,
                                int64_t ldo, const float *rescale) {
-    if constexpr (Rows > 1) {
-        if (rows < Rows)
-            return pv_block_pairs_any<Arch, Rows - 1, NV>(rows, vectors, p, ldp, pairs, v, ldv, o,
-                                                          ldo, rescale);
-    }
-    if constexpr (NV > 1) {
-        if (vectors < NV)
-            return pv_block_pairs_any<Arch, Rows, NV - 1>(rows, vectors, p, ldp, pairs, v, ldv, o,
-                                                          ldo, rescale);
-    }
-    pv_block_pairs<Arch, Rows, NV>(p, ldp, pairs, v, ldv, o, ldo, rescale);
+    dp_block_pairs_any<Arch, Rows, NV>(rows, vectors, p, ldp, 1, pairs,
+                                       reinterpret_cast<const uint32_t *>(v), ldv / 2, o, ldo,
+                                       rescale);
 }
 
 // O = O * rescale + P V for the keys j0 .. j0+cols-1 of a tile, with P rounded to bf16 (in
