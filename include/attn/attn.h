@@ -101,10 +101,12 @@ void attn_config_init(attn_config *cfg);
 /* Creates a context; cfg NULL = defaults. A context owns its thread pool and may be
  * used by several threads at once. With a given context, results are bitwise identical
  * for every num_threads and every run. A context also keeps the scratch memory of its
- * attn_sdpa calls (plans, packed K and V, split-key partials) for the next ones: after a
- * first call, a call of the same or a smaller shape allocates nothing in proportion to the
- * problem. That memory (the most any one call needed, per call running at once) is freed
- * by attn_context_destroy; the default context (ctx NULL) keeps it for the process. */
+ * attn_sdpa calls (plans, packed K and V, split-key partials) and of its backward calls
+ * (row terms, dQ accumulators, per-thread scratch) for the next ones: after a first call, a
+ * call of the same or a smaller shape allocates nothing in proportion to the problem (but
+ * for the f32 copies a backward makes of 16-bit tensors it cannot read as stored: see
+ * attn_sdpa_backward). That memory (the most any one call needed, per call running at once)
+ * is freed by attn_context_destroy; the default context (ctx NULL) keeps it for the process. */
 attn_status attn_context_create(const attn_config *cfg, attn_context **ctx);
 
 /* Destroys a context; NULL is fine. */
@@ -420,7 +422,10 @@ attn_status attn_sdpa_backward_f32(attn_context *ctx, const attn_sdpa_desc *d,
  * Accuracy: against float64 gradients on the same stored inputs, each gradient's normwise
  * error is at most twice that of a plain 16-bit backward (the same roundings, products summed
  * in f32, each gradient rounded once) plus one unit roundoff of the gradient's type. Every
- * option of attn_sdpa_backward_f32 works in every type. */
+ * option of attn_sdpa_backward_f32 works in every type. Where the level has bf16 products
+ * (avx512_bf16: VDPBF16PS; amx: tiles), a dense batch whose q, k, v and out are all BF16, or
+ * any dense batch under ATTN_FPMATH_BF16, is read as stored; other 16-bit tensors are widened
+ * into f32 copies made for the call. */
 attn_status attn_sdpa_backward(attn_context *ctx, const attn_sdpa_desc *d,
                                const void *q, const void *k, const void *v,
                                const void *out, const void *dout, const float *lse,

@@ -1,9 +1,10 @@
 // Memory a call keeps for the next call on the same context: the forward driver's scratch, its
 // plan and bookkeeping; the fused backward's scratch, row terms and dQ buffers. After a first
 // call, repeating a call of the same or a smaller shape on that context allocates nothing in
-// proportion to the problem: buffers only grow, vectors keep their capacity. A context holds a pool of workspaces; a call takes one for its duration, so calls
-// on one context from several threads at once each have their own. The memory is released
-// when the context is destroyed.
+// proportion to the problem: buffers only grow, vectors keep their capacity. A context holds
+// a pool of workspaces; a call takes one for its duration, so calls on one context from
+// several threads at once each have their own. The memory is released when the context is
+// destroyed.
 #pragma once
 
 #include <cstddef>
