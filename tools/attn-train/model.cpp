@@ -116,19 +116,41 @@ void attend_forward(attn_context *ctx, const model &m, layer &l, attn_sdpa_desc 
     sd.lse = nullptr;
 }
 
-// dq, dk, dv of the composed layer given dc. bf16: dc is rounded to bf16 (the gradient of a
-// bf16 output), and the gradients are rounded once to bf16. This API has no typed backward
-// (attn_sdpa_backward with BF16 types) yet, so the bf16 values, held widened in l, go through
-// attn_sdpa_backward_f32: what a typed backward's reference path computes (widen, compute in
-// f32, round once). With a typed backward, this becomes one attn_sdpa_backward call.
+// The bf16 patterns of x (whose values are bf16 ones, or are rounded here) and back.
+std::vector<uint16_t> bf16_bits(attn_context *ctx, const std::vector<float> &x) {
+    std::vector<uint16_t> b(x.size());
+    check(attn_convert(ctx, int64_t(x.size()), x.data(), ATTN_DTYPE_F32, b.data(), ATTN_DTYPE_BF16),
+          "attn_convert");
+    return b;
+}
+void widen_bf16(attn_context *ctx, const std::vector<uint16_t> &b, std::vector<float> &x) {
+    check(attn_convert(ctx, int64_t(b.size()), b.data(), ATTN_DTYPE_BF16, x.data(), ATTN_DTYPE_F32),
+          "attn_convert");
+}
+
+// dq, dk, dv of the composed layer given dc. bf16: one attn_sdpa_backward with BF16 types on
+// the values the forward took (l.q, l.k, l.v, l.c hold them widened) and dc rounded to bf16
+// (the gradient of a bf16 output); the gradients come back in bf16, widened for the rest of
+// the model's backward.
 void attend_backward(attn_context *ctx, const model &m, const layer &l, const attn_sdpa_desc &sd,
                      std::vector<float> &dc, std::vector<float> &dq, std::vector<float> &dk,
                      std::vector<float> &dv) {
-    if (m.dtype == ATTN_DTYPE_BF16) round_to_bf16(ctx, dc);
-    check(attn_sdpa_backward_f32(ctx, &sd, l.q.data(), l.k.data(), l.v.data(), l.c.data(), dc.data(),
-                                 l.lse.data(), dq.data(), dk.data(), dv.data()),
-          "attn_sdpa_backward_f32");
-    if (m.dtype == ATTN_DTYPE_BF16) round_to_bf16(ctx, dq), round_to_bf16(ctx, dk), round_to_bf16(ctx, dv);
+    if (m.dtype == ATTN_DTYPE_F32) {
+        check(attn_sdpa_backward_f32(ctx, &sd, l.q.data(), l.k.data(), l.v.data(), l.c.data(),
+                                     dc.data(), l.lse.data(), dq.data(), dk.data(), dv.data()),
+              "attn_sdpa_backward_f32");
+        return;
+    }
+    const std::vector<uint16_t> qb = bf16_bits(ctx, l.q), kb = bf16_bits(ctx, l.k),
+                                vb = bf16_bits(ctx, l.v), cb = bf16_bits(ctx, l.c),
+                                gb = bf16_bits(ctx, dc);
+    std::vector<uint16_t> dqb(dq.size()), dkb(dk.size()), dvb(dv.size());
+    attn_sdpa_desc bd = sd;
+    bd.q_type = bd.kv_type = bd.out_type = ATTN_DTYPE_BF16;
+    check(attn_sdpa_backward(ctx, &bd, qb.data(), kb.data(), vb.data(), cb.data(), gb.data(),
+                             l.lse.data(), dqb.data(), dkb.data(), dvb.data()),
+          "attn_sdpa_backward");
+    widen_bf16(ctx, dqb, dq), widen_bf16(ctx, dkb, dk), widen_bf16(ctx, dvb, dv);
 }
 
 // The windowed layer's descriptor: BSHD views of [count, length, heads * head_dim] buffers,
