@@ -84,37 +84,8 @@ namespace {
 // The attention layer's tensors for one batch, [count * length, d_model] each.
 struct layer {
     std::vector<float> x, q, k, v, c, y, lse, mask;
+    std::vector<uint16_t> qb, kb, vb, cb;  // bf16: q, k, v, c as attn_sdpa took and gave them
 };
-
-// x rounded to bf16 (attn_convert's rounding) and widened back: the values a bf16 tensor
-// holds; bits (optional) receives the bf16 patterns.
-void round_to_bf16(attn_context *ctx, std::vector<float> &x, std::vector<uint16_t> *bits = nullptr) {
-    std::vector<uint16_t> local;
-    std::vector<uint16_t> &b = bits ? *bits : local;
-    b.resize(x.size());
-    const int64_t n = int64_t(x.size());
-    check(attn_convert(ctx, n, x.data(), ATTN_DTYPE_F32, b.data(), ATTN_DTYPE_BF16), "attn_convert");
-    check(attn_convert(ctx, n, b.data(), ATTN_DTYPE_BF16, x.data(), ATTN_DTYPE_F32), "attn_convert");
-}
-
-// c = attention(q, k, v) of the composed layer (lse out). bf16: q, k, v rounded to bf16 go to
-// attn_sdpa with BF16 types and the output comes back in bf16; l.q, l.k, l.v, l.c then hold
-// those bf16 values widened (what the backward reads).
-void attend_forward(attn_context *ctx, const model &m, layer &l, attn_sdpa_desc &sd) {
-    sd.lse = l.lse.data();
-    if (m.dtype == ATTN_DTYPE_F32) {
-        check(attn_sdpa_f32(ctx, &sd, l.q.data(), l.k.data(), l.v.data(), l.c.data()), "attn_sdpa_f32");
-    } else {
-        std::vector<uint16_t> qb, kb, vb, cb(l.c.size());
-        round_to_bf16(ctx, l.q, &qb), round_to_bf16(ctx, l.k, &kb), round_to_bf16(ctx, l.v, &vb);
-        sd.q_type = sd.kv_type = sd.out_type = ATTN_DTYPE_BF16;
-        check(attn_sdpa(ctx, &sd, qb.data(), kb.data(), vb.data(), cb.data()), "attn_sdpa");
-        sd.q_type = sd.kv_type = sd.out_type = ATTN_DTYPE_F32;
-        check(attn_convert(ctx, int64_t(cb.size()), cb.data(), ATTN_DTYPE_BF16, l.c.data(), ATTN_DTYPE_F32),
-              "attn_convert");
-    }
-    sd.lse = nullptr;
-}
 
 // The bf16 patterns of x (whose values are bf16 ones, or are rounded here) and back.
 std::vector<uint16_t> bf16_bits(attn_context *ctx, const std::vector<float> &x) {
@@ -128,8 +99,34 @@ void widen_bf16(attn_context *ctx, const std::vector<uint16_t> &b, std::vector<f
           "attn_convert");
 }
 
+// x rounded to bf16 (attn_convert's rounding) and widened back: the values a bf16 tensor
+// holds; returns the bf16 patterns.
+std::vector<uint16_t> round_to_bf16(attn_context *ctx, std::vector<float> &x) {
+    std::vector<uint16_t> b = bf16_bits(ctx, x);
+    widen_bf16(ctx, b, x);
+    return b;
+}
+
+// c = attention(q, k, v) of the composed layer (lse out). bf16: q, k, v rounded to bf16 go to
+// attn_sdpa with BF16 types and the output comes back in bf16; l.q, l.k, l.v, l.c then hold
+// those bf16 values widened, l.qb, l.kb, l.vb, l.cb their patterns (what the backward reads).
+void attend_forward(attn_context *ctx, const model &m, layer &l, attn_sdpa_desc &sd) {
+    sd.lse = l.lse.data();
+    if (m.dtype == ATTN_DTYPE_F32) {
+        check(attn_sdpa_f32(ctx, &sd, l.q.data(), l.k.data(), l.v.data(), l.c.data()), "attn_sdpa_f32");
+    } else {
+        l.qb = round_to_bf16(ctx, l.q), l.kb = round_to_bf16(ctx, l.k), l.vb = round_to_bf16(ctx, l.v);
+        l.cb.resize(l.c.size());
+        sd.q_type = sd.kv_type = sd.out_type = ATTN_DTYPE_BF16;
+        check(attn_sdpa(ctx, &sd, l.qb.data(), l.kb.data(), l.vb.data(), l.cb.data()), "attn_sdpa");
+        sd.q_type = sd.kv_type = sd.out_type = ATTN_DTYPE_F32;
+        widen_bf16(ctx, l.cb, l.c);
+    }
+    sd.lse = nullptr;
+}
+
 // dq, dk, dv of the composed layer given dc. bf16: one attn_sdpa_backward with BF16 types on
-// the values the forward took (l.q, l.k, l.v, l.c hold them widened) and dc rounded to bf16
+// the patterns the forward took and gave (l.qb, l.kb, l.vb, l.cb) and dc rounded to bf16
 // (the gradient of a bf16 output); the gradients come back in bf16, widened for the rest of
 // the model's backward.
 void attend_backward(attn_context *ctx, const model &m, const layer &l, const attn_sdpa_desc &sd,
@@ -141,13 +138,11 @@ void attend_backward(attn_context *ctx, const model &m, const layer &l, const at
               "attn_sdpa_backward_f32");
         return;
     }
-    const std::vector<uint16_t> qb = bf16_bits(ctx, l.q), kb = bf16_bits(ctx, l.k),
-                                vb = bf16_bits(ctx, l.v), cb = bf16_bits(ctx, l.c),
-                                gb = bf16_bits(ctx, dc);
+    const std::vector<uint16_t> gb = bf16_bits(ctx, dc);
     std::vector<uint16_t> dqb(dq.size()), dkb(dk.size()), dvb(dv.size());
     attn_sdpa_desc bd = sd;
     bd.q_type = bd.kv_type = bd.out_type = ATTN_DTYPE_BF16;
-    check(attn_sdpa_backward(ctx, &bd, qb.data(), kb.data(), vb.data(), cb.data(), gb.data(),
+    check(attn_sdpa_backward(ctx, &bd, l.qb.data(), l.kb.data(), l.vb.data(), l.cb.data(), gb.data(),
                              l.lse.data(), dqb.data(), dkb.data(), dvb.data()),
           "attn_sdpa_backward");
     widen_bf16(ctx, dqb, dq), widen_bf16(ctx, dkb, dk), widen_bf16(ctx, dvb, dv);
