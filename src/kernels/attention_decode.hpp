@@ -319,10 +319,13 @@ void attention_decode_tile_of(const attention_tile &t) {
             }
         if (hi < lo) hi = lo = 0;
 
-        // S = (scale Q) K^T for the block; its V rows are fetched meanwhile
-        if constexpr (E::quantized)
+        // S = (scale Q) K^T for the block; its V rows are fetched meanwhile. Rows seeing the
+        // same keys (and every quantized cache) take the passes that read each K and V vector
+        // once for all rows (attention_decode_quantized.hpp).
+        const bool shared = quantized_block<Arch, E>::shared(rows, seen, lo, hi);
+        if (E::quantized || shared)
             quantized.scores(qs, rows, seen, lo, hi, j0, deq_at, s);
-        else
+        else if constexpr (!E::quantized)
             score_rows<Arch, E>(qs, t.dim_qk, rows, seen, k_at, v_at, t.dim_v, fetch_k, fetch_v,
                                 listed, s, B);
 
@@ -348,9 +351,9 @@ void attention_decode_tile_of(const attention_tile &t) {
         }
 
         // O = O rescale + P V, every V row read once for all rows
-        if constexpr (E::quantized)
+        if (E::quantized || shared)
             quantized.pv(rows, seen, lo, hi, j0, deq_at, s, o, rescale);
-        else
+        else if constexpr (!E::quantized)
             pv_ranges<Arch, E>(rows, seen, s, B, v_at, t.dim_v, whole_vectors, o, dv_pad, rescale);
     }
 

@@ -45,24 +45,73 @@ inline float reader_dot(const float *q, const row_reader<Arch, E> &x, int64_t di
     return sum;
 }
 
-// out[c] = row_reader(x, j + c) for c < n: contiguous rows (and their scales) by stride,
-// without the addressing function's division and type switch per key.
+// The row readers of keys j0 + c of x: contiguous rows (and their scales) by stride from key
+// j0's, found once, without the addressing function's division and type switch per key; paged
+// rows (and 4-bit rows of odd stride) through it.
 template <class Arch, class E>
-__attribute__((always_inline)) inline void readers_of(const kv_rows &x, int64_t j, int64_t n,
-                                                     row_reader<Arch, E> *out) {
-    if (x.pages || (E::bits == 4 && x.ld % 2 != 0)) {
-        for (int64_t c = 0; c < n; ++c) out[c] = row_reader<Arch, E>(x, j + c);
-        return;
+struct row_walk {
+    const kv_rows &x;
+    int64_t j0;
+    bool by_stride;
+    row_reader<Arch, E> first;  // key j0's (by_stride)
+    int64_t step = 0;           // storage elements from a row to the next
+    row_walk(const kv_rows &x_, int64_t j) : x(x_), j0(j), by_stride(!x_.pages && !(E::bits == 4 && x_.ld % 2 != 0)) {
+        if (by_stride) {
+            first = row_reader<Arch, E>(x, j0);
+            step = x.ld * E::bits / (8 * int64_t(sizeof(*first.p)));
+        }
     }
-    const row_reader<Arch, E> first(x, j);
-    const int64_t row_bytes = x.ld * E::bits / 8, stride = x.scales.row_stride;
-    for (int64_t c = 0; c < n; ++c) {
-        out[c] = first;
-        out[c].p = first.p + c * row_bytes;
-        out[c].sc = first.sc + c * stride;
-        if (first.ze) out[c].ze = first.ze + c * stride;
+    // out[i] = the reader of key j0 + c + i, i < n
+    __attribute__((always_inline)) void readers(int64_t c, int64_t n, row_reader<Arch, E> *out) const {
+        if (!by_stride) {
+            for (int64_t i = 0; i < n; ++i) out[i] = row_reader<Arch, E>(x, j0 + c + i);
+            return;
+        }
+        for (int64_t i = 0; i < n; ++i) {
+            out[i] = first;
+            out[i].p = first.p + (c + i) * step;
+            if constexpr (E::quantized) {
+                out[i].sc = first.sc + (c + i) * x.scales.row_stride;
+                if (first.ze) out[i].ze = first.ze + (c + i) * x.scales.row_stride;
+            }
+        }
     }
-}
+};
+
+// Prefetches of the K and V rows of key j0 + c: by stride where the rows are contiguous (no
+// addressing function per key), through the block table where paged. Only where rows share
+// pages: rows a page apart each cost a TLB miss, and prefetching them made decoding slower.
+struct row_prefetch {
+    const kv_rows &k, &v;
+    int64_t dim_k, dim_v, k_bytes, v_bytes;  // elements and bytes read of a row
+    bool on;
+    const char *k0 = nullptr, *v0 = nullptr;  // key j0's rows, contiguous rows only
+    int64_t k_step = 0, v_step = 0;            // bytes from a row to the next, likewise
+    row_prefetch(const kv_rows &k_, const kv_rows &v_, int64_t dk, int64_t dv, int64_t j0)
+        : k(k_), v(v_), dim_k(dk), dim_v(dv),
+          k_bytes(core::element_offset_bytes(k_.type, dk + dk % 2)),
+          v_bytes(core::element_offset_bytes(v_.type, dv + dv % 2)),
+          on(k_.ld * core::element_bits(k_.type) < 4096 * 8 &&
+             v_.ld * core::element_bits(v_.type) < 4096 * 8) {
+        if (!k.pages && !v.pages && k.ld * core::element_bits(k.type) % 8 == 0 &&
+            v.ld * core::element_bits(v.type) % 8 == 0) {
+            k0 = static_cast<const char *>(k.row(j0));
+            v0 = static_cast<const char *>(v.row(j0));
+            k_step = core::element_offset_bytes(k.type, k.ld);
+            v_step = core::element_offset_bytes(v.type, v.ld);
+        }
+    }
+    template <class Arch>
+    __attribute__((always_inline)) void fetch(int64_t j0, int64_t c) const {
+        if (k0) {
+            attention_detail::prefetch_row<Arch>(k0 + c * k_step, k_bytes);
+            attention_detail::prefetch_row<Arch>(v0 + c * v_step, v_bytes);
+        } else {
+            attention_detail::prefetch_row<Arch>(k.row(j0 + c), k.type, 0, dim_k);
+            attention_detail::prefetch_row<Arch>(v.row(j0 + c), v.type, 0, dim_v);
+        }
+    }
+};
 
 // How a pass meets the scales of the K (or V) rows it reads.
 struct quant_layout {
@@ -82,15 +131,17 @@ inline constexpr int64_t max_pair_dim = 512;
 template <class Arch, class E>
 quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
     constexpr int W = int(xsimd::batch<float, Arch>::size);
-    quant_layout l;
-    const int64_t group = x.scales.group;
-    l.by_group = group % W == 0;
-    l.zeros = E::has_zero && x.scales.zero;
-    l.fold = l.by_group && group == dim && !l.zeros;
-    l.nibbles = decode_widen::available<Arch> && E::bits == 4 && group % 32 == 0 && dim % span == 0 &&
-                dim <= max_pair_dim;
-    l.e4m3 = decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3 && l.fold;
-    l.channels = !l.by_group && x.scales_shared() && dim <= max_pair_dim;
+    quant_layout l{};
+    if constexpr (E::quantized) {  // (f32, bf16, f16: the values as stored, every field false)
+        const int64_t group = x.scales.group;
+        l.by_group = group % W == 0;
+        l.zeros = E::has_zero && x.scales.zero;
+        l.fold = l.by_group && group == dim && !l.zeros;
+        l.nibbles = decode_widen::available<Arch> && E::bits == 4 && group % 32 == 0 && dim % span == 0 &&
+                    dim <= max_pair_dim;
+        l.e4m3 = decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3 && l.fold;
+        l.channels = !l.by_group && x.scales_shared() && dim <= max_pair_dim;
+    }
     return l;
 }
 
@@ -133,7 +184,9 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
             return;
         }
     }
-    if (l.fold) {  // the codes' dot products; the scale after the sum
+    if constexpr (!E::quantized) {  // f32, bf16, f16: widened
+        for (int64_t d = 0; d + W <= dim; d += W) step(d, [&](int k, int64_t c) { return key[k].vec(c); });
+    } else if (l.fold) {  // the codes' dot products; the scale after the sum
         for (int64_t d = 0; d < dim; d += W)
             step(d, [&](int k, int64_t c) { return raw_vector<Arch, E>(key[k].p, c); });
     } else if (l.by_group) {  // a scale (and zero point) per group of whole vectors
@@ -219,17 +272,16 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
     }
     const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes were read without
-    // K and V rows 16 keys ahead fetched meanwhile, when rows share pages (as the f32 kernel)
-    const bool fetch = t.k.ld * core::element_bits(t.k.type) < 4096 * 8 &&
-                       t.v.ld * core::element_bits(t.v.type) < 4096 * 8;
+    // K and V rows 16 keys ahead fetched meanwhile
+    const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0);
+    const row_walk<Arch, E> keys(t.k, j0);
+    // the row's scores need no more than the lane sums (times the scales where folded)
+    const bool plain = dim_vec == dim && !l.e4m3;
     int64_t c = lo;
     for (; c + KEYS <= hi; c += KEYS) {
-        for (int k = 0; fetch && k < KEYS && c + 16 + k < hi; ++k) {
-            attention_detail::prefetch_row<Arch>(t.k.row(j0 + c + 16 + k), t.k.type, 0, dim);
-            attention_detail::prefetch_row<Arch>(t.v.row(j0 + c + 16 + k), t.v.type, 0, t.dim_v);
-        }
+        for (int k = 0; ahead.on && k < KEYS && c + 16 + k < hi; ++k) ahead.fetch<Arch>(j0, c + 16 + k);
         row_reader<Arch, E> key[KEYS];
-        readers_of<Arch, E>(t.k, j0 + c, KEYS, key);
+        keys.readers(c, KEYS, key);
         fbatch acc[W];
 #pragma GCC unroll 16
         for (int i = 0; i < W; ++i) acc[i] = fbatch(0.0f);
@@ -241,10 +293,23 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
             for (int k = 0; l.e4m3 && k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
         alignas(64) float sum[W];
-        transpose_sum_inlined<Arch>(acc).store_aligned(sum);
+        fbatch total = transpose_sum_inlined<Arch>(acc);
+        if constexpr (E::quantized)
+            if (l.fold) {  // (sum 2^8) scale, as one score at a time would
+                alignas(64) float sc[W];
+                for (int i = 0; i < W; ++i) sc[i] = key[i % KEYS].sc[0];
+                total = total * fbatch(unit) * fbatch::load_aligned(sc);
+            }
+        total.store_aligned(sum);
+        if (plain) {
+            for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+                for (int k = 0; k < KEYS; ++k) s[r * lds + c + k] = sum[r * KEYS + k];
+            continue;
+        }
         for (int r = 0; r < R; ++r)
             for (int k = 0; k < KEYS; ++k) {
-                float v = l.fold ? sum[r * KEYS + k] * unit * key[k].sc[0] : sum[r * KEYS + k];
+                float v = sum[r * KEYS + k];
                 for (int64_t d = dim_vec; d < dim; ++d) v += q[r][d] * key[k].one(d);
                 s[r * lds + c + k] = nan[k] ? std::numeric_limits<float>::quiet_NaN() : v;
             }
@@ -274,14 +339,14 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
         const row_reader<Arch, E> &vc = val[c];
         fbatch x[N];
         if constexpr (S == pv_folded) {
-#pragma GCC unroll 4
+#pragma GCC unroll 16
             for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
         } else if constexpr (S == pv_e4m3) {
             if constexpr (decode_widen::available<Arch>) {
                 if ((nan_rows >> c) & 1u) {
                     for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W) * fbatch(0x1p-8f);
                 } else {
-#pragma GCC unroll 2
+#pragma GCC unroll 8
                     for (int m = 0; m < N / 2; ++m) {
                         __m512 lo, hi;
                         decode_widen::e4m3_scaled_down_32<Arch>(vc.p, (v0 + 2 * m) * W, lo, hi);
@@ -291,7 +356,7 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
                 }
             }
         } else if constexpr (S == pv_by_group) {
-#pragma GCC unroll 4
+#pragma GCC unroll 16
             for (int i = 0; i < N; ++i) {
                 const fbatch raw = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
                 x[i] = (l.zeros ? raw - fbatch(vc.ze[gi[i]]) : raw) * fbatch(vc.sc[gi[i]]);
@@ -299,7 +364,7 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
         } else if constexpr (S == pv_nibbles) {
             if constexpr (decode_widen::available<Arch> && E::bits == 4) {
                 using namespace decode_widen;
-#pragma GCC unroll 2
+#pragma GCC unroll 8
                 for (int m = 0; m < N / 2; ++m) {
                     const __m512 table = group_table<Arch>(nibble_values<E, Arch>(), !l.fold, vc.sc,
                                                      l.zeros ? vc.ze : nullptr, gi[2 * m]);
@@ -309,13 +374,13 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
                 }
             }
         } else {
-#pragma GCC unroll 4
+#pragma GCC unroll 16
             for (int i = 0; i < N; ++i) x[i] = vc.vec((v0 + i) * W);
         }
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const fbatch pr(p[r * ldp + c]);
-#pragma GCC unroll 4
+#pragma GCC unroll 16
             for (int i = 0; i < N; ++i) acc[r][i] = xsimd::fma(pr, x[i], acc[r][i]);
         }
     }
@@ -330,12 +395,12 @@ o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
     constexpr int W = int(fbatch::size);
     for (int r = 0; r < R; ++r) {
         float *at = o + r * ldo + v0 * W;
-#pragma GCC unroll 4
+#pragma GCC unroll 16
         for (int i = 0; i < NV; ++i)
             if (to_registers) acc[r][i] = fbatch::load_unaligned(at + i * W);
         if constexpr (decode_widen::available<Arch> && NV % 2 == 0) {
             if (pairs)
-#pragma GCC unroll 2
+#pragma GCC unroll 8
                 for (int m = 0; m < NV / 2; ++m) {
                     __m512 a, b;
                     if (to_registers) decode_widen::deinterleave_pair<Arch>(acc[r][2 * m], acc[r][2 * m + 1], a, b);
@@ -344,15 +409,45 @@ o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
                     acc[r][2 * m + 1] = b;
                 }
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 16
         for (int i = 0; i < NV; ++i)
             if (!to_registers) acc[r][i].store_unaligned(at + i * W);
     }
 }
 
-// o[r] += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R over dim_v: NV vectors at a
-// time in registers, then the last few one at a time, then the columns past the last whole
-// vector one by one. ps: P times each row's scale (l.fold), 64 apart.
+// o[r] vectors v0 .. v0 + NV += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R,
+// o in registers. ps: P times each row's scale (l.fold), 64 apart.
+template <class Arch, class E, int R, int NV>
+__attribute__((always_inline)) inline void
+pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
+           int64_t ldp, const float *ps, uint64_t nan_rows, int64_t group, float *o, int64_t ldo,
+           int64_t v0) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = int(fbatch::size);
+    fbatch acc[R][NV];
+    o_registers<Arch, R, NV>(true, l.nibbles, o, ldo, v0, acc);
+    int64_t gi[NV];  // the group of each vector (by_group)
+    for (int i = 0; i < NV; ++i) gi[i] = l.by_group ? (v0 + i) * W / group : 0;
+    if constexpr (!E::quantized)
+        pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc);
+    else if (l.nibbles)
+        pv_keys<Arch, E, R, NV, pv_nibbles>(l, val, n, l.fold ? ps : p, l.fold ? 64 : ldp, v0, gi, 0, acc);
+    else if (l.e4m3)
+        pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc);
+    else if (l.fold)
+        pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc);
+    else if (l.by_group)
+        pv_keys<Arch, E, R, NV, pv_by_group>(l, val, n, p, ldp, v0, gi, 0, acc);
+    else
+        pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc);
+    o_registers<Arch, R, NV>(false, l.nibbles, o, ldo, v0, acc);
+}
+
+// o[r] += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R over dim_v: a few vectors at
+// a time in registers (twice the micro-kernel's nv for one or two rows, whose FMAs would
+// otherwise wait on too few independent sums), then the last few one at a time, then the
+// columns past the last whole vector one by one. Each element's sum runs over the keys in
+// order whatever the blocking. ps: P times each row's scale (l.fold), 64 apart.
 template <class Arch, class E, int R>
 __attribute__((always_inline)) inline void
 pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
@@ -360,26 +455,14 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
         int64_t group, float *o, int64_t ldo) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
-    constexpr int NV = attention_blocking<Arch>::nv;
+    constexpr int NV = attention_blocking<Arch>::nv, NV_WIDE = R <= 2 ? 2 * NV : NV;
     const int64_t vectors = dim_v / W;
     int64_t v0 = 0;
-    for (; v0 + NV <= vectors; v0 += NV) {
-        fbatch acc[R][NV];
-        o_registers<Arch, R, NV>(true, l.nibbles, o, ldo, v0, acc);
-        int64_t gi[NV];  // the group of each vector (by_group)
-        for (int i = 0; i < NV; ++i) gi[i] = l.by_group ? (v0 + i) * W / group : 0;
-        if (l.nibbles)
-            pv_keys<Arch, E, R, NV, pv_nibbles>(l, val, n, l.fold ? ps : p, l.fold ? 64 : ldp, v0, gi, 0, acc);
-        else if (l.e4m3)
-            pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc);
-        else if (l.fold)
-            pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc);
-        else if (l.by_group)
-            pv_keys<Arch, E, R, NV, pv_by_group>(l, val, n, p, ldp, v0, gi, 0, acc);
-        else
-            pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc);
-        o_registers<Arch, R, NV>(false, l.nibbles, o, ldo, v0, acc);
-    }
+    if constexpr (NV_WIDE != NV)
+        for (; v0 + NV_WIDE <= vectors; v0 += NV_WIDE)
+            pv_vectors<Arch, E, R, NV_WIDE>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0);
+    for (; v0 + NV <= vectors; v0 += NV)
+        pv_vectors<Arch, E, R, NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0);
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
         fbatch one[R][1];
         for (int r = 0; r < R; ++r) one[r][0] = fbatch::load_unaligned(o + r * ldo + v0 * W);
@@ -408,16 +491,19 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     constexpr int64_t max_keys = 64;  // the arrays below, and a bit of nan_rows a key
     keys = keys < max_keys ? keys : max_keys;
     row_reader<Arch, E> val[max_keys];
+    const row_walk<Arch, E> values(t.v, j0);
     alignas(64) float ps[R][max_keys], scale[max_keys];
     for (int64_t k0 = lo; k0 < hi; k0 += keys) {
         const int64_t n = k0 + keys < hi ? keys : hi - k0;
         uint64_t nan_rows = 0;
-        readers_of<Arch, E>(t.v, j0 + k0, n, val);
+        values.readers(k0, n, val);
         quant_layout l = lv;
         float largest = 0.0f;
         for (int64_t c = 0; c < n; ++c) {
-            if (l.fold) scale[c] = val[c].sc[0];
-            if (l.fold && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
+            if constexpr (E::quantized) {
+                if (l.fold) scale[c] = val[c].sc[0];
+                if (l.fold && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
+            }
             if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
                 if (l.e4m3 && decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) nan_rows |= uint64_t(1) << c;
         }
