@@ -6,6 +6,9 @@
 //   (4-bit, a scale per 32 elements; U4 with zero points), FP8_E4M3_row.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
 // call: compare with machine/read_bw_decode of the same run, and each cache with bf16.
+// Prefill over the same caches (bf16 queries, H8 L2048 D128, not causal) on the level
+// automatic dispatch picks, each against the bf16 cache of the same run:
+//   prefill_quantized/simd/<isa>/threads:{1,2}/H8_L2048_D128_<cache>[_fpmath_bf16]
 #include <cstdint>
 #include <random>
 #include <string>
@@ -24,46 +27,79 @@ struct quantized_cache {
     bool zeros;
 };
 
+// A cache of heads_kv x len_kv rows of dim for c: random codes (bf16: values of order 0.01),
+// its scales (and zero points), and the desc fields that describe it.
+struct cache_data {
+    std::vector<uint8_t> k, v;
+    std::vector<float> scale, zero;
+    cache_data(const quantized_cache &c, int64_t heads_kv, int64_t len_kv, int64_t dim,
+               attn_sdpa_desc &d) {
+        const size_t kv_n = size_t(heads_kv * len_kv * dim);
+        k.resize(kv_n * size_t(attn_dtype_bits(c.type)) / 8);
+        v.resize(k.size());
+        std::mt19937 gen(2);
+        for (size_t i = 0; i < k.size(); ++i) {
+            k[i] = uint8_t(gen());
+            v[i] = uint8_t(gen());
+            if (c.type == ATTN_DTYPE_FP8_E4M3) k[i] &= 0xbf, v[i] &= 0xbf;  // |x| < 2: no NaN codes
+            if (c.type == ATTN_DTYPE_BF16 && i % 2 == 1) k[i] = 0x3c, v[i] = 0x3c;  // bf16 of order 0.01
+        }
+        const int64_t groups = c.type == ATTN_DTYPE_BF16 ? 0 : dim / (c.group ? c.group : dim);
+        scale.assign(size_t(heads_kv * len_kv * groups), 0.01f);
+        zero.assign(scale.size(), 8.0f);
+        d.heads_kv = heads_kv;
+        d.k.batch = d.v.batch = heads_kv * len_kv * dim;
+        d.kv_type = c.type;
+        if (groups) {
+            d.k_scale = d.v_scale = scale.data();
+            if (c.zeros) d.k_zero = d.v_zero = zero.data();
+            d.k_scale_strides = d.v_scale_strides = attn_layout{heads_kv * len_kv * groups, len_kv * groups, groups};
+            d.k_group = d.v_group = c.group;
+        }
+    }
+    // the bytes a call reads: K and V with their scales and zero points
+    double bytes(const quantized_cache &c) const {
+        return 2.0 * (double(k.size()) + double(scale.size()) * sizeof(float) * (c.zeros ? 2.0 : 1.0));
+    }
+};
+
 void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_kv, int64_t len_kv,
                       attn_isa isa, int threads) {
     const int64_t heads = 32, dim = 128;
     attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
-    const size_t kv_n = size_t(heads_kv * len_kv * dim);
-    const int64_t bits = int64_t(attn_dtype_bits(c.type));
     const std::vector<float> q = random_floats(size_t(heads * dim), 1);
-    std::vector<uint8_t> k(kv_n * size_t(bits) / 8), v(k.size());
-    std::mt19937 gen(2);
-    for (size_t i = 0; i < k.size(); ++i) {
-        k[i] = uint8_t(gen());
-        v[i] = uint8_t(gen());
-        if (c.type == ATTN_DTYPE_FP8_E4M3) k[i] &= 0xbf, v[i] &= 0xbf;  // |x| < 2: no NaN codes
-        if (c.type == ATTN_DTYPE_BF16 && i % 2 == 1) k[i] = 0x3c, v[i] = 0x3c;  // bf16 of order 0.01
-    }
-    const int64_t groups = c.type == ATTN_DTYPE_BF16 ? 0 : dim / (c.group ? c.group : dim);
-    std::vector<float> scale(size_t(heads_kv * len_kv * groups), 0.01f), zero(scale.size(), 8.0f);
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, heads, 1, len_kv, dim);
-    d.heads_kv = heads_kv;
-    d.k.batch = d.v.batch = heads_kv * len_kv * dim;
-    d.kv_type = c.type;
-    if (groups) {
-        d.k_scale = d.v_scale = scale.data();
-        if (c.zeros) d.k_zero = d.v_zero = zero.data();
-        d.k_scale_strides = d.v_scale_strides = attn_layout{heads_kv * len_kv * groups, len_kv * groups, groups};
-        d.k_group = d.v_group = c.group;
-    }
+    const cache_data cache(c, heads_kv, len_kv, dim, d);
     std::vector<float> out(q.size());
     const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
-        if (!check(state, attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data()))) break;
+        if (!check(state, attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data()))) break;
         benchmark::ClobberMemory();
     }
-    const double meta = double(scale.size()) * sizeof(float) * (c.zeros ? 2.0 : 1.0);
-    const double kv_bytes = 2.0 * (double(k.size()) + meta);
+    const double kv_bytes = cache.bytes(c);
     set_flops(state, 4.0 * double(heads * len_kv * dim));
     set_bytes(state, kv_bytes);
     set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),
                              process_cpu_seconds() - cpu_start, threads);
+}
+
+void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa, int threads,
+                       attn_fpmath fpmath) {
+    const int64_t heads = 8, len = 2048, dim = 128;
+    attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads, fpmath);
+    if (ctx == nullptr) return state.SkipWithError("this CPU cannot run the level");
+    const std::vector<uint16_t> q = to_bf16(random_floats(size_t(heads * len * dim), 1));
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, heads, len, len, dim);
+    d.q_type = ATTN_DTYPE_BF16;
+    const cache_data cache(c, heads, len, dim, d);
+    std::vector<float> out(size_t(heads * len * dim));
+    for (auto _ : state) {
+        if (!check(state, attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data()))) break;
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, 4.0 * double(heads) * double(len) * double(len) * double(dim));
 }
 
 bool register_decode_quantized() {
@@ -86,6 +122,23 @@ bool register_decode_quantized() {
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
             }
+    // prefill on the level AUTO picks: the bf16 cache on its pair (or tile) path, I8 as it
+    // stands, and I8 under ATTN_FPMATH_BF16
+    std::vector<attn_isa> levels = isas;
+    for (attn_isa isa : bf16_isas()) levels.push_back(isa);
+    for (const quantized_cache &c : {caches[0], caches[1]})
+        for (attn_fpmath fpmath : {ATTN_FPMATH_STRICT, ATTN_FPMATH_BF16}) {
+            if (fpmath == ATTN_FPMATH_BF16 && c.type == ATTN_DTYPE_BF16) continue;
+            for (int threads : {1, 2}) {
+                const std::string shape = std::string("H8_L2048_D128_") + c.name +
+                                          (fpmath == ATTN_FPMATH_BF16 ? "_fpmath_bf16" : "");
+                benchmark::RegisterBenchmark(
+                    bench_name("prefill_quantized", "simd", isa_name(levels.back()), threads, shape).c_str(),
+                    prefill_quantized, c, levels.back(), threads, fpmath)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+            }
+        }
     return true;
 }
 
