@@ -30,23 +30,33 @@ namespace attention_bf16_detail {
 using attention_detail::lanes;
 using attention_detail::panel_keys;
 
-// The bf16 bits of element i of a row of type t (bf16 as stored, else rounded once).
+// The bf16 bits of element i of a row of format E (bf16 as stored, else rounded once).
+template <class E>
+inline uint16_t bf16_bits_of(const typename E::storage *row, int64_t i) {
+    if constexpr (E::type == ATTN_DTYPE_BF16) return row[i];
+    else if constexpr (E::type == ATTN_DTYPE_F16) return convert::f32_to_bf16(convert::f16_to_f32(row[i]));
+    else if constexpr (E::type == ATTN_DTYPE_F32) return convert::f32_to_bf16(row[i]);
+    else static_assert(E::bits == 0, "bf16_bits: a format without its rounding to bf16");
+}
+
+// The same for a row of run-time type t.
 inline uint16_t bf16_bits(const void *row, attn_dtype t, int64_t i) {
     return core::with_format(t, [&](auto format) -> uint16_t {
         using E = decltype(format);
-        const auto *p = static_cast<const typename E::storage *>(row) + i;
-        if constexpr (E::type == ATTN_DTYPE_BF16) return *p;
-        else if constexpr (E::type == ATTN_DTYPE_F16) return convert::f32_to_bf16(convert::f16_to_f32(*p));
-        else if constexpr (E::type == ATTN_DTYPE_F32) return convert::f32_to_bf16(*p);
-        else static_assert(E::bits == 0, "bf16_bits: a format without its rounding to bf16");
+        return bf16_bits_of<E>(static_cast<const typename E::storage *>(row), i);
     });
 }
 
-// The pair (row[2p], row[2p + 1]) as one 32-bit word, low half first; 0 past dim.
-inline uint32_t pair_bits(const void *row, attn_dtype t, int64_t p, int64_t dim) {
-    const uint32_t lo = bf16_bits(row, t, 2 * p);
-    const uint32_t hi = 2 * p + 1 < dim ? bf16_bits(row, t, 2 * p + 1) : 0u;
-    return lo | (hi << 16);
+// pairs[d] = (row[2d], row[2d + 1]) as one 32-bit word, low half first, for d < pairs_of(dim);
+// 0 past dim. The format is chosen once per row.
+inline void row_pairs(const void *row, attn_dtype t, int64_t dim, uint32_t *pairs) {
+    core::with_format(t, [&](auto format) {
+        using E = decltype(format);
+        const auto *p = static_cast<const typename E::storage *>(row);
+        for (int64_t d = 0; d < dim / 2; ++d)
+            pairs[d] = uint32_t(bf16_bits_of<E>(p, 2 * d)) | uint32_t(bf16_bits_of<E>(p, 2 * d + 1)) << 16;
+        if (dim % 2 != 0) pairs[dim / 2] = bf16_bits_of<E>(p, dim - 1);
+    });
 }
 
 inline int64_t pairs_of(int64_t dim) { return (dim + 1) / 2; }
@@ -380,7 +390,7 @@ struct bf16_scores {
         const int64_t pairs = pairs_of(t.dim_qk);
         for (int64_t r = 0; r < t.rows; ++r) {
             const void *row = element_at(t.q, t.q_type, r * t.q_ld);
-            for (int64_t d = 0; d < pairs; ++d) q[r * pairs + d] = pair_bits(row, t.q_type, d, t.dim_qk);
+            row_pairs(row, t.q_type, t.dim_qk, q + r * pairs);
         }
     }
     static bool tile(const attention_tile &t, const float *q_region, int64_t j0, int64_t cols,
