@@ -189,15 +189,17 @@ void pv_ranges(int64_t rows, const key_range *seen, const float *p, int64_t ldp,
                          whole_vectors, o + r * ldo, ldo, rescale + r);
 }
 
-// A quantized cache. Rows that all see the same keys of the block (the heads of one KV head, or
-// one row) take the passes of attention_decode_quantized.hpp, dequantizing in registers once
-// for every row. Other rows (different windows or causal limits) take the block's keys in
-// sub-blocks of decode_pv_keys, each sub-block's K rows (then V rows) dequantized once by the
-// row reader (kernels/row_reader.hpp) into f32 rows in the tile's K (V) scratch, where they
-// stay in L1 for the f32 passes above, each row summing only the keys it sees. Either way the
-// cache is read from memory once, at its own size.
+// The block's two passes where they read each K and V vector once for every row. Rows that all
+// see the same keys of the block (the heads of one KV head, or one row), whatever the cache's
+// type, take the passes of attention_decode_quantized.hpp, widening (or dequantizing) in
+// registers once for every row. Other rows (different windows or causal limits) of a quantized
+// cache take the block's keys in sub-blocks of decode_pv_keys, each sub-block's K rows (then V
+// rows) dequantized once by the row reader (kernels/row_reader.hpp) into f32 rows in the
+// tile's K (V) scratch, where they stay in L1 for the f32 passes above, each row summing only
+// the keys it sees (f32 and 16-bit rows take those passes in place). Either way the cache is
+// read from memory once, at its own size.
 template <class Arch, class E>
-struct quantized_block {
+struct block_passes {
     const attention_tile &t;
     float *k_rows, *v_rows;  // decode_pv_keys rows of dim_qk, of dv_pad
     int64_t dv_pad;
@@ -285,8 +287,7 @@ void attention_decode_tile_of(const attention_tile &t) {
     // (a division, not a product: a stride may be as large as int64 allows when one row is read)
     const bool fetch_k = t.k.ld < decode_page_bytes * 8 / core::element_bits(t.k.type);
     const bool fetch_v = t.v.ld < decode_page_bytes * 8 / core::element_bits(t.v.type);
-    const quantized_block<Arch, E> quantized{t, t.scratch + at.k_panels, t.scratch + at.v_tile,
-                                             dv_pad};
+    const block_passes<Arch, E> passes{t, t.scratch + at.k_panels, t.scratch + at.v_tile, dv_pad};
     const float *deq_at[B];  // a quantized cache's dequantized rows, by block column
     // Keys no row sees (window, causal) are never read, K or V, nor prefetched.
     int64_t first_seen = t.key_end, last_seen = t.key_begin;
@@ -322,9 +323,9 @@ void attention_decode_tile_of(const attention_tile &t) {
         // S = (scale Q) K^T for the block; its V rows are fetched meanwhile. Rows seeing the
         // same keys (and every quantized cache) take the passes that read each K and V vector
         // once for all rows (attention_decode_quantized.hpp).
-        const bool shared = quantized_block<Arch, E>::shared(rows, seen, lo, hi);
+        const bool shared = block_passes<Arch, E>::shared(rows, seen, lo, hi);
         if (E::quantized || shared)
-            quantized.scores(qs, rows, seen, lo, hi, j0, deq_at, s);
+            passes.scores(qs, rows, seen, lo, hi, j0, deq_at, s);
         else if constexpr (!E::quantized)
             score_rows<Arch, E>(qs, t.dim_qk, rows, seen, k_at, v_at, t.dim_v, fetch_k, fetch_v,
                                 listed, s, B);
@@ -352,7 +353,7 @@ void attention_decode_tile_of(const attention_tile &t) {
 
         // O = O rescale + P V, every V row read once for all rows
         if (E::quantized || shared)
-            quantized.pv(rows, seen, lo, hi, j0, deq_at, s, o, rescale);
+            passes.pv(rows, seen, lo, hi, j0, deq_at, s, o, rescale);
         else if constexpr (!E::quantized)
             pv_ranges<Arch, E>(rows, seen, s, B, v_at, t.dim_v, whole_vectors, o, dv_pad, rescale);
     }

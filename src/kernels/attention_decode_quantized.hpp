@@ -1,8 +1,8 @@
-// The decode kernel's passes over a quantized cache (attention_decode.hpp) for rows that all
-// see the same keys (the query heads of one KV head, or one row): each K and V vector is
-// dequantized in registers once (kernels/row_reader.hpp: the raw codes widened, times the
-// broadcast scale of their group, less its zero point) and used for every row, so the widening
-// is paid once per element, not once per row:
+// The decode kernel's passes (attention_decode.hpp) for rows that all see the same keys (the
+// query heads of one KV head, or one row), over a cache of any type: each K and V vector is
+// widened (f32, bf16, f16) or dequantized (kernels/row_reader.hpp: the raw codes widened, times
+// the broadcast scale of their group, less its zero point) in registers once and used for every
+// row, so the widening is paid once per element, not once per row:
 //   scores: KEYS keys x RP rows of lane-wise dot products at a time (KEYS * RP = W
 //           accumulators), summed across their lanes all at once (transpose_sum_inlined);
 //   P V:    o[r] += p[r][c] v_c over a few vectors of dim_v at a time, o in registers.
@@ -11,7 +11,7 @@
 // AVX-512, 4-bit codes are read through 16-entry tables (each group's scale and zero point in
 // its table) and E4M3 codes through f16 with 2^8 folded into the scale (decode_widen.hpp;
 // V rows whose scale times 2^9 would overflow are read exactly instead).
-// K and V rows 16 keys ahead are prefetched.
+// K and V rows 16 keys ahead are prefetched (decode_rows.hpp).
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
@@ -25,6 +25,7 @@
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_micro.hpp"
 #include "kernels/attention_pack.hpp"
+#include "kernels/decode_rows.hpp"
 #include "kernels/decode_widen.hpp"
 #include "kernels/row_reader.hpp"
 #include "kernels/vec_math.hpp"
@@ -44,74 +45,6 @@ inline float reader_dot(const float *q, const row_reader<Arch, E> &x, int64_t di
     for (; d < dim; ++d) sum += q[d] * x.one(d);
     return sum;
 }
-
-// The row readers of keys j0 + c of x: contiguous rows (and their scales) by stride from key
-// j0's, found once, without the addressing function's division and type switch per key; paged
-// rows (and 4-bit rows of odd stride) through it.
-template <class Arch, class E>
-struct row_walk {
-    const kv_rows &x;
-    int64_t j0;
-    bool by_stride;
-    row_reader<Arch, E> first;  // key j0's (by_stride)
-    int64_t step = 0;           // storage elements from a row to the next
-    row_walk(const kv_rows &x_, int64_t j) : x(x_), j0(j), by_stride(!x_.pages && !(E::bits == 4 && x_.ld % 2 != 0)) {
-        if (by_stride) {
-            first = row_reader<Arch, E>(x, j0);
-            step = x.ld * E::bits / (8 * int64_t(sizeof(*first.p)));
-        }
-    }
-    // out[i] = the reader of key j0 + c + i, i < n
-    __attribute__((always_inline)) void readers(int64_t c, int64_t n, row_reader<Arch, E> *out) const {
-        if (!by_stride) {
-            for (int64_t i = 0; i < n; ++i) out[i] = row_reader<Arch, E>(x, j0 + c + i);
-            return;
-        }
-        for (int64_t i = 0; i < n; ++i) {
-            out[i] = first;
-            out[i].p = first.p + (c + i) * step;
-            if constexpr (E::quantized) {
-                out[i].sc = first.sc + (c + i) * x.scales.row_stride;
-                if (first.ze) out[i].ze = first.ze + (c + i) * x.scales.row_stride;
-            }
-        }
-    }
-};
-
-// Prefetches of the K and V rows of key j0 + c: by stride where the rows are contiguous (no
-// addressing function per key), through the block table where paged. Only where rows share
-// pages: rows a page apart each cost a TLB miss, and prefetching them made decoding slower.
-struct row_prefetch {
-    const kv_rows &k, &v;
-    int64_t dim_k, dim_v, k_bytes, v_bytes;  // elements and bytes read of a row
-    bool on;
-    const char *k0 = nullptr, *v0 = nullptr;  // key j0's rows, contiguous rows only
-    int64_t k_step = 0, v_step = 0;            // bytes from a row to the next, likewise
-    row_prefetch(const kv_rows &k_, const kv_rows &v_, int64_t dk, int64_t dv, int64_t j0)
-        : k(k_), v(v_), dim_k(dk), dim_v(dv),
-          k_bytes(core::element_offset_bytes(k_.type, dk + dk % 2)),
-          v_bytes(core::element_offset_bytes(v_.type, dv + dv % 2)),
-          on(k_.ld * core::element_bits(k_.type) < 4096 * 8 &&
-             v_.ld * core::element_bits(v_.type) < 4096 * 8) {
-        if (!k.pages && !v.pages && k.ld * core::element_bits(k.type) % 8 == 0 &&
-            v.ld * core::element_bits(v.type) % 8 == 0) {
-            k0 = static_cast<const char *>(k.row(j0));
-            v0 = static_cast<const char *>(v.row(j0));
-            k_step = core::element_offset_bytes(k.type, k.ld);
-            v_step = core::element_offset_bytes(v.type, v.ld);
-        }
-    }
-    template <class Arch>
-    __attribute__((always_inline)) void fetch(int64_t j0, int64_t c) const {
-        if (k0) {
-            attention_detail::prefetch_row<Arch>(k0 + c * k_step, k_bytes);
-            attention_detail::prefetch_row<Arch>(v0 + c * v_step, v_bytes);
-        } else {
-            attention_detail::prefetch_row<Arch>(k.row(j0 + c), k.type, 0, dim_k);
-            attention_detail::prefetch_row<Arch>(v.row(j0 + c), v.type, 0, dim_v);
-        }
-    }
-};
 
 // How a pass meets the scales of the K (or V) rows it reads.
 struct quant_layout {

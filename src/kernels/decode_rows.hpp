@@ -1,0 +1,87 @@
+// How the decode passes (attention_decode_quantized.hpp) find and fetch the K and V rows of a
+// block of keys: row_walk gives the row readers of consecutive keys by stride from the first
+// (paged rows through the addressing function, core/kv_rows.hpp), row_prefetch brings the rows
+// of keys ahead into cache, by stride where the rows are contiguous.
+#pragma once
+
+#include "kernels/isa_namespace.hpp"
+
+#include <cstdint>
+
+#include "core/kv_rows.hpp"
+#include "kernels/attention_pack.hpp"
+#include "kernels/row_reader.hpp"
+
+ATTN_KERNELS_BEGIN
+namespace attention_decode_detail {
+
+// The row readers of keys j0 + c of x: contiguous rows (and their scales) by stride from key
+// j0's, found once, without the addressing function's division and type switch per key; paged
+// rows (and 4-bit rows of odd stride) through it.
+template <class Arch, class E>
+struct row_walk {
+    const kv_rows &x;
+    int64_t j0;
+    bool by_stride;
+    row_reader<Arch, E> first;  // key j0's (by_stride)
+    int64_t step = 0;           // storage elements from a row to the next
+    row_walk(const kv_rows &x_, int64_t j) : x(x_), j0(j), by_stride(!x_.pages && !(E::bits == 4 && x_.ld % 2 != 0)) {
+        if (by_stride) {
+            first = row_reader<Arch, E>(x, j0);
+            step = x.ld * E::bits / (8 * int64_t(sizeof(*first.p)));
+        }
+    }
+    // out[i] = the reader of key j0 + c + i, i < n
+    __attribute__((always_inline)) void readers(int64_t c, int64_t n, row_reader<Arch, E> *out) const {
+        if (!by_stride) {
+            for (int64_t i = 0; i < n; ++i) out[i] = row_reader<Arch, E>(x, j0 + c + i);
+            return;
+        }
+        for (int64_t i = 0; i < n; ++i) {
+            out[i] = first;
+            out[i].p = first.p + (c + i) * step;
+            if constexpr (E::quantized) {
+                out[i].sc = first.sc + (c + i) * x.scales.row_stride;
+                if (first.ze) out[i].ze = first.ze + (c + i) * x.scales.row_stride;
+            }
+        }
+    }
+};
+
+// Prefetches of the K and V rows of key j0 + c: by stride where the rows are contiguous (no
+// addressing function per key), through the block table where paged. Only where rows share
+// pages: rows a page apart each cost a TLB miss, and prefetching them made decoding slower.
+struct row_prefetch {
+    const kv_rows &k, &v;
+    int64_t dim_k, dim_v, k_bytes, v_bytes;  // elements and bytes read of a row
+    bool on;
+    const char *k0 = nullptr, *v0 = nullptr;  // key j0's rows, contiguous rows only
+    int64_t k_step = 0, v_step = 0;            // bytes from a row to the next, likewise
+    row_prefetch(const kv_rows &k_, const kv_rows &v_, int64_t dk, int64_t dv, int64_t j0)
+        : k(k_), v(v_), dim_k(dk), dim_v(dv),
+          k_bytes(core::element_offset_bytes(k_.type, dk + dk % 2)),
+          v_bytes(core::element_offset_bytes(v_.type, dv + dv % 2)),
+          on(k_.ld * core::element_bits(k_.type) < 4096 * 8 &&
+             v_.ld * core::element_bits(v_.type) < 4096 * 8) {
+        if (!k.pages && !v.pages && k.ld * core::element_bits(k.type) % 8 == 0 &&
+            v.ld * core::element_bits(v.type) % 8 == 0) {
+            k0 = static_cast<const char *>(k.row(j0));
+            v0 = static_cast<const char *>(v.row(j0));
+            k_step = core::element_offset_bytes(k.type, k.ld);
+            v_step = core::element_offset_bytes(v.type, v.ld);
+        }
+    }
+    template <class Arch>
+    __attribute__((always_inline)) void fetch(int64_t j0, int64_t c) const {
+        if (k0) {
+            attention_detail::prefetch_row<Arch>(k0 + c * k_step, k_bytes);
+            attention_detail::prefetch_row<Arch>(v0 + c * v_step, v_bytes);
+        } else {
+            attention_detail::prefetch_row<Arch>(k.row(j0 + c), k.type, 0, dim_k);
+            attention_detail::prefetch_row<Arch>(v.row(j0 + c), v.type, 0, dim_v);
+        }
+    }
+};
+
+}  // namespace attention_decode_detail
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE
