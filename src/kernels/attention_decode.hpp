@@ -307,11 +307,6 @@ void attention_decode_tile_of(const attention_tile &t) {
         for (int64_t r = 0; r < rows; ++r) seen[r] = attention_detail::tile_columns(t, r, j0, cols);
         const int64_t listed = last_seen - j0 < B + decode_prefetch_keys + W
                                    ? last_seen - j0 : B + decode_prefetch_keys + W;
-        if constexpr (!E::quantized) {  // (a quantized cache finds its rows by reader)
-            t.k.rows_as<storage>(j0, listed, k_at);
-            t.v.rows_as<storage>(j0, listed, v_at);
-        }
-
         int64_t lo = cols, hi = 0;  // the block's columns some row sees
         for (int64_t r = 0; r < rows; ++r)
             if (seen[r].hi > seen[r].lo) {
@@ -320,10 +315,17 @@ void attention_decode_tile_of(const attention_tile &t) {
             }
         if (hi < lo) hi = lo = 0;
 
-        // S = (scale Q) K^T for the block; its V rows are fetched meanwhile. Rows seeing the
-        // same keys (and every quantized cache) take the passes that read each K and V vector
-        // once for all rows (attention_decode_quantized.hpp).
+        // Rows seeing the same keys (and every quantized cache) take the passes that read each
+        // K and V vector once for all rows (attention_decode_quantized.hpp), which find their
+        // rows by reader; the others, the block's rows listed here.
         const bool shared = block_passes<Arch, E>::shared(rows, seen, lo, hi);
+        if constexpr (!E::quantized)
+            if (!shared) {
+                t.k.rows_as<storage>(j0, listed, k_at);
+                t.v.rows_as<storage>(j0, listed, v_at);
+            }
+
+        // S = (scale Q) K^T for the block; its V rows are fetched meanwhile
         if (E::quantized || shared)
             passes.scores(qs, rows, seen, lo, hi, j0, deq_at, s);
         else if constexpr (!E::quantized)

@@ -376,11 +376,9 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     o_registers<Arch, R, NV>(false, l.nibbles, o, ldo, v0, acc);
 }
 
-// o[r] += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R over dim_v: a few vectors at
-// a time in registers (twice the micro-kernel's nv for one or two rows, whose FMAs would
-// otherwise wait on too few independent sums), then the last few one at a time, then the
-// columns past the last whole vector one by one. Each element's sum runs over the keys in
-// order whatever the blocking. ps: P times each row's scale (l.fold), 64 apart.
+// o[r] += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R over dim_v: the
+// micro-kernel's nv vectors at a time in registers, then the last few one at a time, then the
+// columns past the last whole vector one by one. ps: P times each row's scale (l.fold), 64 apart.
 template <class Arch, class E, int R>
 __attribute__((always_inline)) inline void
 pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
@@ -388,12 +386,9 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
         int64_t group, float *o, int64_t ldo) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
-    constexpr int NV = attention_blocking<Arch>::nv, NV_WIDE = R <= 2 ? 2 * NV : NV;
+    constexpr int NV = attention_blocking<Arch>::nv;
     const int64_t vectors = dim_v / W;
     int64_t v0 = 0;
-    if constexpr (NV_WIDE != NV)
-        for (; v0 + NV_WIDE <= vectors; v0 += NV_WIDE)
-            pv_vectors<Arch, E, R, NV_WIDE>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0);
     for (; v0 + NV <= vectors; v0 += NV)
         pv_vectors<Arch, E, R, NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0);
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
