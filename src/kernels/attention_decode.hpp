@@ -256,6 +256,18 @@ struct block_passes {
     }
 };
 
+// The keys from the first some row of the tile sees to the last (lo >= hi: none).
+inline key_range keys_some_row_sees(const attention_tile &t) {
+    key_range any{t.key_end, t.key_begin};
+    for (int64_t r = 0; r < t.rows; ++r) {
+        const key_range k = t.keys_of(r);
+        if (k.hi <= k.lo) continue;
+        if (k.lo < any.lo) any.lo = k.lo;
+        if (k.hi > any.hi) any.hi = k.hi;
+    }
+    return any;
+}
+
 }  // namespace attention_decode_detail
 
 template <class Arch, class E>
@@ -290,13 +302,8 @@ void attention_decode_tile_of(const attention_tile &t) {
     const block_passes<Arch, E> passes{t, t.scratch + at.k_panels, t.scratch + at.v_tile, dv_pad};
     const float *deq_at[B];  // a quantized cache's dequantized rows, by block column
     // Keys no row sees (window, causal) are never read, K or V, nor prefetched.
-    int64_t first_seen = t.key_end, last_seen = t.key_begin;
-    for (int64_t r = 0; r < rows; ++r) {
-        const key_range k = t.keys_of(r);
-        if (k.hi <= k.lo) continue;
-        if (k.lo < first_seen) first_seen = k.lo;
-        if (k.hi > last_seen) last_seen = k.hi;
-    }
+    const key_range any = keys_some_row_sees(t);
+    const int64_t first_seen = any.lo, last_seen = any.hi;
     // K and V rows of the block through the addressing function (paged or not): the same
     // arithmetic on the same values wherever the rows live
     const storage *k_at[B + decode_prefetch_keys + W], *v_at[B + decode_prefetch_keys + W];
