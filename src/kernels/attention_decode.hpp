@@ -42,14 +42,6 @@ using attention_detail::round_up;
 // Keys per block: the scores of 4 rows (8 KB) stay in L1 between the passes over them.
 inline constexpr int64_t decode_block_keys = 512;
 
-// K and V rows this many keys ahead are prefetched (a few KB in flight per thread).
-inline constexpr int64_t decode_prefetch_keys = 16;
-
-// Rows at least a page apart (e.g. [batch, seq, head, dim] layouts) are not prefetched:
-// with 4 KB pages each such row is a TLB miss, and prefetching them ahead made decoding
-// 1.5x slower (B1 H32 L4096 D128, seq stride 16 KB), where rows sharing pages gain 10-20%.
-inline constexpr int64_t decode_page_bytes = 4096;
-
 // Keys per P V sub-block: their V rows (16 KB at dim_v 128) stay in L1 across dim_v.
 inline constexpr int64_t decode_pv_keys = 32;
 
@@ -296,9 +288,7 @@ void attention_decode_tile_of(const attention_tile &t) {
         m[r] = attention_detail::row_sink(t, r);
         l[r] = m[r] == neg_inf ? 0.0f : 1.0f;
     }
-    // (a division, not a product: a stride may be as large as int64 allows when one row is read)
-    const bool fetch_k = t.k.ld < decode_page_bytes * 8 / core::element_bits(t.k.type);
-    const bool fetch_v = t.v.ld < decode_page_bytes * 8 / core::element_bits(t.v.type);
+    const bool fetch_k = rows_share_pages(t.k), fetch_v = rows_share_pages(t.v);
     const block_passes<Arch, E> passes{t, t.scratch + at.k_panels, t.scratch + at.v_tile, dv_pad};
     const float *deq_at[B];  // a quantized cache's dequantized rows, by block column
     // Keys no row sees (window, causal) are never read, K or V, nor prefetched.

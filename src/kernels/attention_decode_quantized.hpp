@@ -11,7 +11,7 @@
 // AVX-512, 4-bit codes are read through 16-entry tables (each group's scale and zero point in
 // its table) and E4M3 codes through f16 with 2^8 folded into the scale (decode_widen.hpp;
 // V rows whose scale times 2^9 would overflow are read exactly instead).
-// K and V rows 16 keys ahead are prefetched (decode_rows.hpp).
+// K and V rows decode_prefetch_keys ahead are prefetched (decode_rows.hpp).
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
@@ -205,14 +205,15 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
     }
     const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes were read without
-    // K and V rows 16 keys ahead fetched meanwhile
+    // K and V rows decode_prefetch_keys ahead fetched meanwhile
     const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0);
     const row_walk<Arch, E> keys(t.k, j0);
     // the row's scores need no more than the lane sums (times the scales where folded)
     const bool plain = dim_vec == dim && !l.e4m3;
     int64_t c = lo;
     for (; c + KEYS <= hi; c += KEYS) {
-        for (int k = 0; ahead.on && k < KEYS && c + 16 + k < hi; ++k) ahead.fetch<Arch>(j0, c + 16 + k);
+        for (int64_t j = c + decode_prefetch_keys; ahead.on && j < c + decode_prefetch_keys + KEYS && j < hi; ++j)
+            ahead.fetch<Arch>(j0, j);
         row_reader<Arch, E> key[KEYS];
         keys.readers(c, KEYS, key);
         fbatch acc[W];
