@@ -6,9 +6,10 @@
 //   (4-bit, a scale per 32 elements; U4 with zero points), FP8_E4M3_row.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
 // call: compare with machine/read_bw_decode of the same run, and each cache with bf16.
-// Prefill over the same caches (bf16 queries, H8 L2048 D128, not causal) on the level
-// automatic dispatch picks, each against the bf16 cache of the same run:
-//   prefill_quantized/simd/<isa>/threads:{1,2}/H8_L2048_D128_<cache>[_fpmath_bf16]
+// Prefill over the same caches (bf16 queries, bf16 output, H8 L2048 D128, not causal) on the
+// level automatic dispatch picks, each against the bf16 cache of the same run; I8 also with an
+// f32 output (which keeps P in f32: the f32 tiles, unless ATTN_FPMATH_BF16):
+//   prefill_quantized/simd/<isa>/threads:{1,2}/H8_L2048_D128_<cache>[_fpmath_bf16|_out_f32]
 #include <cstdint>
 #include <random>
 #include <string>
@@ -85,7 +86,7 @@ void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_
 }
 
 void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa, int threads,
-                       attn_fpmath fpmath) {
+                       attn_fpmath fpmath, attn_dtype out_type) {
     const int64_t heads = 8, len = 2048, dim = 128;
     attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads, fpmath);
     if (ctx == nullptr) return state.SkipWithError("this CPU cannot run the level");
@@ -93,8 +94,9 @@ void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa,
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, heads, len, len, dim);
     d.q_type = ATTN_DTYPE_BF16;
+    d.out_type = out_type;
     const cache_data cache(c, heads, len, dim, d);
-    std::vector<float> out(size_t(heads * len * dim));
+    std::vector<float> out(size_t(heads * len * dim));  // room for either output type
     for (auto _ : state) {
         if (!check(state, attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data()))) break;
         benchmark::ClobberMemory();
@@ -122,22 +124,28 @@ bool register_decode_quantized() {
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
             }
-    // prefill on the level AUTO picks: the bf16 cache on its pair (or tile) path, I8 as it
-    // stands, and I8 under ATTN_FPMATH_BF16
+    // prefill on the level AUTO picks: the bf16 cache on its pair (or tile) path, I8 strict
+    // (bf16 pairs of its codes where the level has them), I8 with an f32 output, and I8 under
+    // ATTN_FPMATH_BF16
     std::vector<attn_isa> levels = isas;
     for (attn_isa isa : bf16_isas()) levels.push_back(isa);
-    for (const quantized_cache &c : {caches[0], caches[1]})
-        for (attn_fpmath fpmath : {ATTN_FPMATH_STRICT, ATTN_FPMATH_BF16}) {
-            if (fpmath == ATTN_FPMATH_BF16 && c.type == ATTN_DTYPE_BF16) continue;
-            for (int threads : {1, 2}) {
-                const std::string shape = std::string("H8_L2048_D128_") + c.name +
-                                          (fpmath == ATTN_FPMATH_BF16 ? "_fpmath_bf16" : "");
-                benchmark::RegisterBenchmark(
-                    bench_name("prefill_quantized", "simd", isa_name(levels.back()), threads, shape).c_str(),
-                    prefill_quantized, c, levels.back(), threads, fpmath)
-                    ->UseRealTime()
-                    ->Unit(benchmark::kMillisecond);
-            }
+    const struct {
+        quantized_cache c;
+        attn_fpmath fpmath;
+        attn_dtype out;
+        const char *suffix;
+    } prefills[] = {{caches[0], ATTN_FPMATH_STRICT, ATTN_DTYPE_BF16, ""},
+                    {caches[1], ATTN_FPMATH_STRICT, ATTN_DTYPE_BF16, ""},
+                    {caches[1], ATTN_FPMATH_STRICT, ATTN_DTYPE_F32, "_out_f32"},
+                    {caches[1], ATTN_FPMATH_BF16, ATTN_DTYPE_BF16, "_fpmath_bf16"}};
+    for (const auto &p : prefills)
+        for (int threads : {1, 2}) {
+            const std::string shape = std::string("H8_L2048_D128_") + p.c.name + p.suffix;
+            benchmark::RegisterBenchmark(
+                bench_name("prefill_quantized", "simd", isa_name(levels.back()), threads, shape).c_str(),
+                prefill_quantized, p.c, levels.back(), threads, p.fpmath, p.out)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
         }
     return true;
 }

@@ -343,7 +343,16 @@ typedef struct attn_sdpa_desc {
      * every stride of k and v in use (its dimension has more than one index; with kv_start
      * the row stride always) are even. Scale values are not checked. attn_sdpa reads such
      * caches on every path, packed sequences included (the forward only: the backward with a
-     * quantized kv_type is ATTN_UNSUPPORTED); attn_quantize writes them. */
+     * quantized kv_type is ATTN_UNSUPPORTED); attn_quantize writes them.
+     * Numerics: scores are the exact products of q with the dequantized values summed in f32,
+     * the rest as for 16-bit caches; the error against float64 on the dequantized values is at
+     * most twice that of a plain f32 computation, plus a few units in the last place of
+     * out_type. Every code of every quantized type is a bf16 value, so with bf16 q and a bf16
+     * output (or under ATTN_FPMATH_BF16), one scale a row (group 0 or the whole row: per row,
+     * per head, per tensor) and no zero points, the products may be formed from bf16 pairs of
+     * the codes: a score is the row's K scale times the exact products of q with its codes, and
+     * P times the row's V scale is rounded to bf16 before P V (the plain computation the rule
+     * compares with then rounds P too). */
     const float *k_scale;          /* required for the integer types; FP8: NULL means 1          */
     const float *v_scale;
     const float *k_zero;           /* optional zero points, integer types only; NULL means 0     */
@@ -391,7 +400,7 @@ attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d,
  * attn_sdpa_f32 is this call restricted to three F32 types (any other type there:
  * ATTN_INVALID_ARGUMENT naming the field). Numerics with 16-bit inputs: scores are the exact products of the stored values
  * summed in f32; softmax in f32; P may be rounded to bf16 before P V only when V is bf16 or
- * under ATTN_FPMATH_BF16; the output accumulates in f32 and is rounded once to out_type.
+ * under ATTN_FPMATH_BF16 (a quantized V: see attn_sdpa_desc); the output accumulates in f32 and is rounded once to out_type.
  * Against a float64 computation on the same stored inputs the error is at most twice that
  * of a plain 16-bit computation (inputs as stored, products summed in f32, output rounded
  * once), plus a few units in the last place. */

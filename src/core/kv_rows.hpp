@@ -14,6 +14,12 @@
 
 namespace attn::core {
 
+// The scale of an FP8 cache given no scales: 1 for every element.
+inline const float *unit_scale() {
+    static const float one = 1.0f;
+    return &one;
+}
+
 struct kv_rows {
     const void *base = nullptr;    // row 0 of this head in page 0 (or of the contiguous rows)
     attn_dtype type = ATTN_DTYPE_F32;
@@ -43,6 +49,16 @@ struct kv_rows {
     // factors can then be applied once instead of per key.
     bool scales_shared() const {
         return scales.row_stride == 0 && (!pages || scales.page_stride == 0);
+    }
+    // The same rows without their scales (a quantized cache without zero points): values() and
+    // value() give the codes' values, for kernels that apply each row's scale outside the
+    // products (scale_row(j)[0] of this kv_rows, one scale a row).
+    kv_rows codes() const {
+        kv_rows c = *this;
+        c.scales = format_scales{};
+        c.scales.scale = unit_scale();
+        c.scales.group = int64_t(1) << 40;  // one entry for every element, a multiple of any vector
+        return c;
     }
     // Element c of key j's row as f32: widened (f32, bf16, f16) or dequantized.
     float value(int64_t j, int64_t c) const {
@@ -93,12 +109,6 @@ struct kv_rows {
         }
     }
 };
-
-// The scale of an FP8 cache given no scales: 1 for every element.
-inline const float *unit_scale() {
-    static const float one = 1.0f;
-    return &one;
-}
 
 // The scales of one tensor (K or V) of a quantized cache for (b, hk), dim elements a row:
 // element c of row j at [b * s.batch + hk * s.head + j * s.seq + c / group] (b the page when

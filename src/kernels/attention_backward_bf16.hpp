@@ -158,6 +158,8 @@ void panel_products_pairs(const uint32_t *a, int64_t lda, int64_t pairs, const s
     constexpr int W = lanes<Arch>;
     const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     for (int64_t r = 0; r < seen.rows; ++r) _mm512_store_ps(score_max + r * W, neg_inf);
+    alignas(64) float col_scale[backward_bk];  // the score blocks' factor a key
+    for (float &f : col_scale) f = scale;
     for (int64_t p = 0; p < n_panels; ++p)
         for (int64_t r0 = 0; r0 < seen.rows; r0 += blk::mr_s) {
             const int rr =
@@ -166,8 +168,8 @@ void panel_products_pairs(const uint32_t *a, int64_t lda, int64_t pairs, const s
             if (c0 >= hi || c0 + nr <= lo) continue;
             const int vectors = hi - c0 >= nr ? nr / W : static_cast<int>((hi - c0 + W - 1) / W);
             attention_bf16_detail::score_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors>(
-                rr, vectors, a + r0 * lda, lda, panels + p * nr * pairs * 2, pairs, scale,
-                s + r0 * backward_bk + c0, backward_bk, score_max + r0 * W);
+                rr, vectors, a + r0 * lda, lda, panels + p * nr * pairs * 2, pairs,
+                col_scale + c0, s + r0 * backward_bk + c0, backward_bk, score_max + r0 * W);
         }
 }
 

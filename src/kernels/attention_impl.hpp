@@ -15,6 +15,9 @@
 //               in the bf16-pair layout (amx/attention_amx.hpp);
 //   bf16_pairs  the avx512_bf16 level, when bf16 products are allowed: VDPBF16PS over pairs
 //               of keys (attention_bf16.hpp);
+//   bf16_code_pairs  the avx512_bf16 and amx levels, a quantized cache whose codes bf16 holds
+//               exactly, with a scale a key: the bf16-pair tiles over the codes, the scales
+//               outside the products (attention_bf16_entries.hpp);
 //   f32_tiles   every level: K in f32 panels, V rows padded (attention.hpp).
 #pragma once
 
@@ -28,13 +31,24 @@ namespace attn::kernels {
 
 struct attention_tile;  // attention_args.hpp
 
+// The products a call's types and fpmath allow (ops/sdpa.cpp applies attn.h's numerics):
+//   pairs       bf16 pairs of the stored values (q and K in bf16, or ATTN_FPMATH_BF16);
+//   code_pairs  bf16 pairs of a quantized cache's codes, each key's K scale applied to its
+//               score and its V scale folded into P before P is rounded to bf16 (bf16 queries
+//               with a bf16 output, or ATTN_FPMATH_BF16; one scale a row, no zero points).
+struct call_products {
+    bool pairs, code_pairs;
+    call_products(bool pairs_ = false, bool code_pairs_ = false)  // NOLINT: a bool is `pairs`
+        : pairs(pairs_), code_pairs(code_pairs_) {}
+};
+
 struct attention_impl {
     const char *name;
     // The sequences it takes: at most max_queries query rows (0: any number); when
-    // pair_products, only in calls whose types and fpmath allow bf16 products (q and K in
-    // bf16, or ATTN_FPMATH_BF16).
+    // pair_products (code_pairs), only in calls that allow call_products::pairs (code_pairs).
     int64_t max_queries;
     bool pair_products;
+    bool code_pairs;
     // Its tiles: query rows and keys per tile, keys per packed K panel, and the scratch of one
     // tile (64-byte aligned floats).
     int br, bc, nr;
@@ -59,9 +73,9 @@ struct attention_impl {
 
     bool packs() const { return pack_k != nullptr; }
     int64_t k_floats_per_key(int64_t dim_qk) const { return k_pairs ? (dim_qk + 1) / 2 : dim_qk; }
-    bool takes(int64_t queries, bool pair_products_allowed) const {
+    bool takes(int64_t queries, call_products allowed) const {
         return (max_queries == 0 || queries <= max_queries) &&
-               (!pair_products || pair_products_allowed);
+               (!pair_products || allowed.pairs) && (!code_pairs || allowed.code_pairs);
     }
 };
 
@@ -72,9 +86,9 @@ struct attention_impl_list {
     int count;
 
     // The first entry that takes a sequence of `queries` query rows.
-    const attention_impl &choose(int64_t queries, bool pair_products_allowed) const {
+    const attention_impl &choose(int64_t queries, call_products allowed) const {
         for (int i = 0; i + 1 < count; ++i)
-            if (entries[i].takes(queries, pair_products_allowed)) return entries[i];
+            if (entries[i].takes(queries, allowed)) return entries[i];
         return entries[count - 1];
     }
     // The entry called `name`, or null.

@@ -60,14 +60,6 @@ struct forward_state {
     growing_floats scratch, packed_heads, parts;
 };
 
-// Whether this call's types and fpmath allow bf16-pair products (q and k stored in bf16, whose
-// products are exact in f32; or ATTN_FPMATH_BF16); the list's entries that need them are
-// skipped otherwise.
-bool pair_products(const exec &ex, const attn_sdpa_desc &d) {
-    return ex.fpmath == ATTN_FPMATH_BF16 ||
-           (d.q_type == ATTN_DTYPE_BF16 && d.kv_type == ATTN_DTYPE_BF16);
-}
-
 // One forward call: its plan, its scratch (all allocated by the constructor, before any
 // output is written), and the work of each task.
 class forward_call {
@@ -133,7 +125,7 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
     visibility_.clear();
     part_outs_.clear();
     part_lses_.clear();
-    const plan_kernels impls{&kt.attention_impls, kt.vector_floats, pair_products(ex, d),
+    const plan_kernels impls{&kt.attention_impls, kt.vector_floats, call_products_of(ex.fpmath, d),
                              heads_as_rows_from()};
     const int slots = worker_slots(ex);
     plan_sdpa(d, impls, slots, plan_);

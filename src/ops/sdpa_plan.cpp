@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "kernels/attention_args.hpp"
+#include "core/formats.hpp"
 #include "core/seq_rows.hpp"
 #include "ops/ops.hpp"
 
@@ -25,7 +26,7 @@ sequence_plan plan_sequence(const core::seq_rows &rows, int64_t b, const plan_ke
     const int64_t group = d.heads_q / d.heads_kv;
     s.heads_as_rows = s.queries == 1 && k.heads_as_rows_from > 0 &&
                       group > kernels::attention_direct_rows && group >= k.heads_as_rows_from;
-    s.impl = &k.impls->choose(s.heads_as_rows ? group : s.queries, k.pair_products);
+    s.impl = &k.impls->choose(s.heads_as_rows ? group : s.queries, k.products);
     const int64_t br = s.impl->br, bc = s.impl->bc;
     s.q_tiles = ceil_div(s.queries, br);
     if (s.heads_as_rows) {  // the group in as few tiles as br allows, of even size
@@ -145,6 +146,22 @@ void add_tasks(sdpa_plan &plan, const core::seq_rows &rows, int slots) {
 }
 
 }  // namespace
+
+// The products this call's types and fpmath allow (attn.h's numerics). bf16 pairs of the
+// stored values: q and K stored in bf16, whose products are exact in f32, or
+// ATTN_FPMATH_BF16. bf16 pairs of a quantized cache's codes (every code of every quantized
+// type is a bf16 value): with one scale a row and no zero points, so that a score is the
+// row's scale times the exact products of q with the codes summed in f32, and P times V's
+// row scale is what is rounded to bf16 — for bf16 queries with a bf16 output (whose units in
+// the last place cover P's rounding, as the tolerance rule asks), or under ATTN_FPMATH_BF16.
+kernels::call_products call_products_of(attn_fpmath fpmath, const attn_sdpa_desc &d) {
+    const bool fpmath_bf16 = fpmath == ATTN_FPMATH_BF16;
+    const bool row_scales = (d.k_group == 0 || d.k_group == d.dim_qk) &&
+                            (d.v_group == 0 || d.v_group == d.dim_v) && !d.k_zero && !d.v_zero;
+    const bool codes = core::is_quantized(d.kv_type) && row_scales &&
+                       (fpmath_bf16 || (d.q_type == ATTN_DTYPE_BF16 && d.out_type == ATTN_DTYPE_BF16));
+    return {fpmath_bf16 || (d.q_type == ATTN_DTYPE_BF16 && d.kv_type == ATTN_DTYPE_BF16), codes};
+}
 
 void plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots, sdpa_plan &plan) {
     const core::seq_rows rows(d);

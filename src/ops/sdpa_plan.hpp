@@ -29,13 +29,13 @@ namespace attn::ops {
 inline constexpr int64_t heads_as_rows_min_group = 16;
 
 // What the plan needs of the kernels: the ISA's attention implementations (best first), its
-// vector width, and whether bf16-pair products may be used for this call's types and fpmath;
+// vector width, and the products this call's types and fpmath allow;
 // heads_as_rows_from: the smallest group planned with heads as tile rows (0: none; other than
 // heads_as_rows_min_group only for comparisons, ops/sdpa_switch.hpp).
 struct plan_kernels {
     const kernels::attention_impl_list *impls;
     int64_t vector_floats;
-    bool pair_products;
+    kernels::call_products products;
     int64_t heads_as_rows_from = heads_as_rows_min_group;
 };
 
@@ -102,6 +102,10 @@ inline constexpr int64_t merge_rows = 16;
 // The plan of attn_sdpa for desc d (validated) on `slots` worker slots.
 // Into `plan`, whose vectors are cleared and refilled (their capacity kept: a driver planning
 // call after call allocates nothing once they are large enough).
+// The products a call with this fpmath may form (the list's entries that need others are
+// skipped): bf16 pairs of the stored values, of a quantized cache's codes (sdpa_plan.cpp).
+kernels::call_products call_products_of(attn_fpmath fpmath, const attn_sdpa_desc &d);
+
 void plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots, sdpa_plan &plan);
 inline sdpa_plan plan_sdpa(const attn_sdpa_desc &d, const plan_kernels &k, int slots) {
     sdpa_plan plan;

@@ -273,7 +273,7 @@ void tile_scores<Arch, Tiles>::pv(const attention_tile &t, int64_t j0, int64_t c
     }
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
     const attention_bf16_detail::v_pair_rows vp =
-        attention_bf16_detail::tile_v_pairs<Arch>(t, j0, cols, dv_pad, v_buf);
+        attention_bf16_detail::tile_v_pairs<Arch>(t, false, j0, cols, dv_pad, v_buf);
     const uint16_t *v_pairs = vp.pairs;
     const int64_t ldv = vp.ld;
     const int64_t vectors = dv_pad / W;

@@ -6,7 +6,7 @@
 #define ATTN_ISA_NAMESPACE isa_avx512_bf16
 #include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
 #include "kernels/attention_backward_bf16.hpp"
-#include "kernels/attention_bf16.hpp"
+#include "kernels/attention_bf16_entries.hpp"
 #include "kernels/gemm_bf16.hpp"
 
 namespace attn::kernels {
@@ -28,8 +28,11 @@ const kernel_table *kernel_table_avx512_bf16() {
         t.gemm_pack_a_bf16 = &gemm_pack_a_bf16<arch>;
         t.gemm_pack_b_bf16 = &gemm_pack_b_bf16<arch>;
         t.gemm_micro_kernel_bf16 = &gemm_micro_kernel_bf16<arch>;
-        // attention with bf16-pair products (attention_bf16.hpp), tried before the f32 tiles
+        // attention with bf16-pair products (attention_bf16_entries.hpp), tried before the f32
+        // tiles: of the stored values, then of a quantized cache's codes (the calls the first
+        // takes under ATTN_FPMATH_BF16 stay with it, on AMX tiles on the amx levels)
         t.attention_impls.insert_before("f32_tiles", attention_bf16_pairs_entry<arch>());
+        t.attention_impls.insert_before("f32_tiles", attention_bf16_code_pairs_entry<arch>());
         // the fused backward with its five products on bf16 pairs (attention_backward_bf16.hpp),
         // for calls whose products may all be bf16; its operands need no transposed copies
         t.attention_backward_scratch_floats_bf16 = &attention_backward_scratch_floats_bf16<arch>;
