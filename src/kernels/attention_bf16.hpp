@@ -115,15 +115,14 @@ struct v_pair_rows {
     const uint16_t *pairs;
     int64_t ld;  // bf16 elements between pair rows
 };
-// codes: t.v's codes (pack_v_codes).
+// codes: t.v's codes (kv_rows::codes).
 template <class Arch>
 v_pair_rows tile_v_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols,
                          int64_t dv_pad, float *v_buf) {
     if (t.v_pairs) return {t.v_pairs + (j0 / 2) * t.v_pairs_ld, t.v_pairs_ld};
     auto *packed = reinterpret_cast<uint16_t *>(v_buf);
     const int64_t ld = (dv_pad / 16) % 2 == 0 ? dv_pad + 16 : dv_pad;  // (bc / 2) rows fit
-    if (codes) pack_v_codes<Arch>(t.v, j0, cols, t.dim_v, ld, packed);
-    else pack_v_pairs<Arch>(t.v, j0, cols, t.dim_v, ld, packed);
+    pack_v_pairs<Arch>(codes ? t.v.codes() : t.v, j0, cols, t.dim_v, ld, packed);
     return {packed, ld * 2};
 }
 
@@ -302,8 +301,7 @@ struct bf16_scores {
             k_at = t.k_pairs + (j0 / nr) * nr * pairs * 2;
         } else {
             uint16_t *buf = reinterpret_cast<uint16_t *>(k_buf);
-            if (Codes) pack_k_codes<Arch>(t.k, j0, t.len_kv, t.dim_qk, panels, buf);
-            else pack_k_pairs<Arch>(t.k, j0, t.len_kv, t.dim_qk, panels, buf);
+            pack_k_pairs<Arch>(Codes ? t.k.codes() : t.k, j0, t.len_kv, t.dim_qk, panels, buf);
             k_at = buf;
         }
         alignas(64) float col_scale[blk::bc];

@@ -20,18 +20,16 @@ namespace attention_bf16_detail {
 template <class Arch, bool Codes>
 void pack_k_entry(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
                   int64_t panels, float *packed) {
-    uint16_t *pairs = reinterpret_cast<uint16_t *>(packed);
-    if (Codes) pack_k_codes<Arch>(k, first, keys_end, dim_qk, panels, pairs);
-    else pack_k_pairs<Arch>(k, first, keys_end, dim_qk, panels, pairs);
+    pack_k_pairs<Arch>(Codes ? k.codes() : k, first, keys_end, dim_qk, panels,
+                       reinterpret_cast<uint16_t *>(packed));
 }
 
 // V as pair rows of ld 32-bit words (2 ld bf16 values: dims of two keys interleaved).
 template <class Arch, bool Codes>
 void pack_v_entry(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, float *packed,
                   int64_t ld) {
-    uint16_t *pairs = reinterpret_cast<uint16_t *>(packed);
-    if (Codes) pack_v_codes<Arch>(v, first, keys, dim_v, ld, pairs);
-    else pack_v_pairs<Arch>(v, first, keys, dim_v, ld, pairs);
+    pack_v_pairs<Arch>(Codes ? v.codes() : v, first, keys, dim_v, ld,
+                       reinterpret_cast<uint16_t *>(packed));
 }
 
 inline void use_k_pairs(attention_tile &t, const float *packed) {

@@ -6,9 +6,9 @@
 // broadcast pair of Q. That is the 32-bit transpose of the K rows, which for bf16 rows of an
 // even dim is exactly the f32 panel packing applied to 32-bit words.
 // V pair rows: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16 (pack_v_pairs).
-// Values are taken as stored (bf16), rounded once (f32, f16, a quantized cache's values under
-// ATTN_FPMATH_BF16), or, for the bf16_code_pairs entry, as a quantized cache's codes
-// (kv_rows::codes), which bf16 holds exactly: those are read 16 at a time by the row reader.
+// Values are taken as stored (bf16), or rounded once (f32, f16, a quantized cache's values
+// under ATTN_FPMATH_BF16, or its codes for the bf16_code_pairs entry: kv_rows::codes, which
+// bf16 holds exactly), read 16 at a time by the row reader.
 // Needs -mavx512bf16.
 #pragma once
 
@@ -59,95 +59,9 @@ inline void row_pairs(const void *row, attn_dtype t, int64_t dim, uint32_t *pair
 
 inline int64_t pairs_of(int64_t dim) { return (dim + 1) / 2; }
 
-// Elements c0 .. c0 + n - 1 (n <= row_chunk) of key j's row of a K or V cache as bf16 bits:
-// bf16 as stored, else its value, widened or dequantized, rounded once (an ATTN_FPMATH_BF16
-// product of an f32, f16 or quantized cache). The row is found and its format chosen once.
+// Elements of a stored row widened at a time, on the stack, where a kernel adds a key's V row
+// one element at a time.
 inline constexpr int64_t row_chunk = 64;
-inline void kv_bf16_row(const kv_rows &x, int64_t j, int64_t c0, int64_t n, uint16_t *out) {
-    if (x.type == ATTN_DTYPE_BF16) {
-        const uint16_t *r = static_cast<const uint16_t *>(x.row(j)) + c0;
-        for (int64_t c = 0; c < n; ++c) out[c] = r[c];
-        return;
-    }
-    float values[row_chunk];
-    x.values(j, c0, n, values);
-    for (int64_t c = 0; c < n; ++c) out[c] = convert::f32_to_bf16(values[c]);
-}
-
-// Panels of bf16 pairs (see the header comment) from rows k + j * k_ld of type k_type,
-// j < keys (zero for j >= keys).
-template <class Arch>
-void pack_k_pairs(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim, int64_t panels,
-                  uint16_t *packed) {
-    constexpr int nr = panel_keys<Arch>;
-    const int64_t dp = pairs_of(dim);
-    if (k.type == ATTN_DTYPE_BF16 && dim % 2 == 0 && k.ld % 2 == 0 && k.page_stride % 2 == 0 &&
-        reinterpret_cast<uintptr_t>(k.base) % 4 == 0) {
-        // 32-bit words of bf16 pairs transposed as the f32 panels are: bit for bit the same
-        // layout, through the same register transpose (the rows seen as f32 rows of dp words).
-        kv_rows words = k;
-        words.type = ATTN_DTYPE_F32;
-        words.ld = k.ld / 2;
-        words.page_stride = k.page_stride / 2;
-        attention_detail::pack_k_panels<Arch, f32_elements>(words, first, keys_end, dp, panels,
-                                                            reinterpret_cast<float *>(packed));
-        return;
-    }
-    uint32_t *words = reinterpret_cast<uint32_t *>(packed);
-    uint16_t bits[row_chunk + 1];
-    for (int64_t p = 0; p < panels; ++p)
-        for (int n = 0; n < nr; ++n) {
-            const int64_t j = first + p * nr + n;
-            for (int64_t c0 = 0; c0 < dim; c0 += row_chunk) {  // row_chunk dims: whole pairs
-                const int64_t count = dim - c0 < row_chunk ? dim - c0 : row_chunk;
-                if (j < keys_end) kv_bf16_row(k, j, c0, count, bits);
-                bits[count] = 0;  // the second half of an odd dim's last pair
-                for (int64_t c = 0; c < count; c += 2)
-                    words[(p * dp + (c0 + c) / 2) * nr + n] =
-                        j < keys_end ? uint32_t(bits[c]) | (uint32_t(bits[c + 1]) << 16) : 0u;
-            }
-        }
-}
-
-// V in pairs of keys: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16 (ld dims apart,
-// ld >= dim_v; zero past dim_v and past the last key), so that one 512-bit load is 16 dims of
-// two keys, the operand VDPBF16PS pairs with a broadcast pair of P. From key rows first + j,
-// j < keys, found through the addressing function.
-template <class Arch>
-void pack_v_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
-                  uint16_t *packed) {
-    const attn_dtype v_type = v.type;
-    for (int64_t m = 0; m < (keys + 1) / 2; ++m) {
-        uint32_t *words = reinterpret_cast<uint32_t *>(packed + m * ld * 2);
-        const void *row0 = v.row(first + 2 * m);
-        const bool second = 2 * m + 1 < keys;
-        const void *row1 = second ? v.row(first + 2 * m + 1) : row0;
-        int64_t d = 0;
-        if (v_type == ATTN_DTYPE_BF16) {  // 16 dims of both rows interleaved in registers
-            const uint16_t *a = static_cast<const uint16_t *>(row0);
-            const uint16_t *b = static_cast<const uint16_t *>(row1);
-            for (; d + 16 <= dim_v; d += 16) {
-                const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(a + d)));
-                const __m512i hi = second ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                                                                  reinterpret_cast<const __m256i *>(b + d))),
-                                                              16)
-                                          : _mm512_setzero_si512();
-                _mm512_storeu_si512(words + d, _mm512_or_si512(lo, hi));
-            }
-        }
-        for (; d < dim_v; d += row_chunk) {
-            const int64_t count = dim_v - d < row_chunk ? dim_v - d : row_chunk;
-            uint16_t a[row_chunk], b[row_chunk];
-            kv_bf16_row(v, first + 2 * m, d, count, a);
-            if (second) kv_bf16_row(v, first + 2 * m + 1, d, count, b);
-            for (int64_t c = 0; c < count; ++c)
-                words[d + c] = uint32_t(a[c]) | (second ? uint32_t(b[c]) << 16 : 0u);
-        }
-        for (d = dim_v; d < ld; ++d) words[d] = 0u;
-    }
-}
-
-// ---- a quantized cache's codes (kv_rows::codes), 16 at a time ------------------------------
 
 // Elements c, c + 1 of a row as one pair word (0 past dim).
 template <class Reader>
@@ -156,11 +70,12 @@ inline uint32_t pair_word(const Reader &row, int64_t c, int64_t dim) {
     return c + 1 < dim ? lo | uint32_t(convert::f32_to_bf16(row.one(c + 1))) << 16 : lo;
 }
 
-// pack_k_pairs for rows whose values bf16 holds exactly, of format E: 16 keys x 32 dims at a
-// time, each key's 32 values rounded into 16 pair words in a register, the 16 x 16 words
-// transposed as the f32 panels are.
+// pack_k_pairs for rows of format E: 16 keys x 32 dims at a time, each key's 32 values
+// (widened or dequantized by the row reader) rounded into 16 pair words in a register by
+// VCVTNE2PS2BF16 (convert::f32_to_bf16's rule exactly), the 16 x 16 words transposed as the
+// f32 panels are.
 template <class Arch, class E>
-void pack_k_code_pairs(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim,
+void pack_k_pairs_of(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim,
                        int64_t panels, uint32_t *words) {
     using reader = row_reader<Arch, E>;
     using fbatch = xsimd::batch<float, Arch>;
@@ -196,10 +111,9 @@ void pack_k_code_pairs(const kv_rows &k, int64_t first, int64_t keys_end, int64_
     }
 }
 
-// pack_v_pairs for rows whose values bf16 holds exactly, of format E: 16 dims of both keys
-// of a pair row at a time.
+// pack_v_pairs for rows of format E: 16 dims of both keys of a pair row at a time.
 template <class Arch, class E>
-void pack_v_code_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
+void pack_v_pairs_of(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
                        uint16_t *packed) {
     using reader = row_reader<Arch, E>;
     for (int64_t m = 0; m < (keys + 1) / 2; ++m) {
@@ -207,10 +121,15 @@ void pack_v_code_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t di
         const bool second = 2 * m + 1 < keys;
         const reader a(v, first + 2 * m), b = second ? reader(v, first + 2 * m + 1) : a;
         int64_t d = 0;
-        for (; d + 16 <= dim_v; d += 16) {
-            const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a.vec(d)));
-            const __m512i hi = second ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(
-                                                              (__m256i)_mm512_cvtneps_pbh(b.vec(d))), 16)
+        for (; d + 16 <= dim_v; d += 16) {  // bf16 as stored, any other rounded
+            auto bf16_of = [&](const reader &x) {
+                if constexpr (E::type == ATTN_DTYPE_BF16)
+                    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.p + d));
+                else
+                    return (__m256i)_mm512_cvtneps_pbh(x.vec(d));
+            };
+            const __m512i lo = _mm512_cvtepu16_epi32(bf16_of(a));
+            const __m512i hi = second ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16_of(b)), 16)
                                       : _mm512_setzero_si512();
             _mm512_storeu_si512(words + d, _mm512_or_si512(lo, hi));
         }
@@ -221,20 +140,39 @@ void pack_v_code_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t di
     }
 }
 
-// The two for a quantized cache, its codes (k.codes(), v.codes()) of run-time type.
+// Panels of bf16 pairs (see the header comment) of K rows first .. keys_end - 1 (zero past
+// them), of k.type: bf16 rows of an even dim as 32-bit words, any other by pack_k_pairs_of.
 template <class Arch>
-void pack_k_codes(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim, int64_t panels,
+void pack_k_pairs(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim, int64_t panels,
                   uint16_t *packed) {
+    const int64_t dp = pairs_of(dim);
+    if (k.type == ATTN_DTYPE_BF16 && dim % 2 == 0 && k.ld % 2 == 0 && k.page_stride % 2 == 0 &&
+        reinterpret_cast<uintptr_t>(k.base) % 4 == 0) {
+        // 32-bit words of bf16 pairs transposed as the f32 panels are: bit for bit the same
+        // layout, through the same register transpose (the rows seen as f32 rows of dp words).
+        kv_rows words = k;
+        words.type = ATTN_DTYPE_F32;
+        words.ld = k.ld / 2;
+        words.page_stride = k.page_stride / 2;
+        attention_detail::pack_k_panels<Arch, f32_elements>(words, first, keys_end, dp, panels,
+                                                            reinterpret_cast<float *>(packed));
+        return;
+    }
     core::with_kv_format(k.type, [&](auto format) {
-        pack_k_code_pairs<Arch, decltype(format)>(k.codes(), first, keys_end, dim, panels,
-                                                  reinterpret_cast<uint32_t *>(packed));
+        pack_k_pairs_of<Arch, decltype(format)>(k, first, keys_end, dim, panels,
+                                                reinterpret_cast<uint32_t *>(packed));
     });
 }
+
+// V in pairs of keys: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16 (ld dims apart,
+// ld >= dim_v; zero past dim_v and past the last key), so that one 512-bit load is 16 dims of
+// two keys, the operand VDPBF16PS pairs with a broadcast pair of P. From key rows first + j,
+// j < keys, found through the addressing function, of v.type.
 template <class Arch>
-void pack_v_codes(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
+void pack_v_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
                   uint16_t *packed) {
     core::with_kv_format(v.type, [&](auto format) {
-        pack_v_code_pairs<Arch, decltype(format)>(v.codes(), first, keys, dim_v, ld, packed);
+        pack_v_pairs_of<Arch, decltype(format)>(v, first, keys, dim_v, ld, packed);
     });
 }
 
