@@ -1,12 +1,12 @@
 // Prefill over a quantized cache on bf16 pairs of its codes (the bf16_code_pairs entry of the
-// avx512_bf16 and amx levels): bf16 queries with a bf16 output, one scale a row (per row, per
+// avx512_bf16 level, amx_code_tiles on the amx levels, on the tiles or their model): bf16 queries with a bf16 output, one scale a row (per row, per
 // head, per tensor, FP8 without scales), no zero points. Every code of every quantized type is
 // a bf16 value, so the products of q with the codes are exact; each key's K scale multiplies
 // its scores and its V scale multiplies P before P is rounded to bf16.
 //   - With scales that are powers of two, scaling commutes with every rounding: the codes' path
-//     must give the bits of the pair path over a bf16 cache holding scale * code (on the levels
-//     without it, the bits of an f32 cache of those values, as prefill always did), for every
-//     type and option.
+//     must give the bits of the level's pair path (or tiles) over a bf16 cache holding scale *
+//     code (on the levels without it, the bits of an f32 cache of those values, as prefill
+//     always did), for every type and option.
 //   - With any scales: against float64 on the dequantized values under attn.h's rule, the
 //     yardstick being the plain computation with P rounded to bf16 and the output rounded once.
 //   - Paged (scales in the pages) and across thread counts: the same bits.
@@ -89,10 +89,12 @@ attn_sdpa_desc over_values(attn_sdpa_desc d, attn_dtype t) {
     return d;
 }
 
+// The level's entry for the codes' calls (bf16_code_pairs, or amx_code_tiles), if it has one.
 bool has_code_pairs(const path &at) {
     if (at.impl != ATTN_IMPL_SIMD) return false;
-    return std::string(attn::kernels::kernel_table_for(at.isa)->attention_impls.choose(64, {false, true}).name) ==
-           "bf16_code_pairs";
+    const attn::kernels::attention_impl &e =
+        attn::kernels::kernel_table_for(at.isa)->attention_impls.choose(64, {false, true});
+    return e.code_pairs;
 }
 
 const granularity kRowScales[] = {granularity::per_row, granularity::per_head, granularity::per_tensor};
@@ -120,9 +122,13 @@ TEST(sdpa_quantized_pairs, which_calls_take_the_codes_path) {
     for (attn_isa isa : {ATTN_ISA_AVX512_BF16, ATTN_ISA_AMX, ATTN_ISA_AMX_EMULATED}) {
         const attn::kernels::kernel_table *kt = attn::kernels::kernel_table_for(isa);
         if (kt == nullptr) continue;
-        EXPECT_STREQ(kt->attention_impls.choose(33, {false, true}).name, "bf16_code_pairs") << isa;
+        const bool tiles = isa != ATTN_ISA_AVX512_BF16;
+        EXPECT_STREQ(kt->attention_impls.choose(33, {false, true}).name,
+                     tiles ? "amx_code_tiles" : "bf16_code_pairs") << isa;
         EXPECT_STREQ(kt->attention_impls.choose(1, {false, true}).name, "decode") << isa;
-        EXPECT_STRNE(kt->attention_impls.choose(33, {true, true}).name, "bf16_code_pairs") << isa;
+        // under ATTN_FPMATH_BF16 both are allowed: the values' pairs come first
+        EXPECT_STREQ(kt->attention_impls.choose(33, {true, true}).name,
+                     tiles ? "amx_tiles" : "bf16_pairs") << isa;
     }
 }
 
@@ -170,9 +176,8 @@ TEST(sdpa_quantized_pairs, power_of_two_scales_give_the_bits_of_the_values) {
                 auto ctx = make_context(at.impl, at.isa);
                 const outputs got = run_bf16(ctx.get(), d, p.q, p.k.bytes.data(), p.v.bytes.data());
                 outputs want;
-                if (has_code_pairs(at)) {  // the pair path of the bf16 level (not AMX tiles)
-                    auto pairs = make_context(ATTN_IMPL_SIMD, ATTN_ISA_AVX512_BF16);
-                    want = run_bf16(pairs.get(), over_values(d, ATTN_DTYPE_BF16), p.q, k16.data(), v16.data());
+                if (has_code_pairs(at)) {  // the level's pair path (or tiles) of the bf16 values
+                    want = run_bf16(ctx.get(), over_values(d, ATTN_DTYPE_BF16), p.q, k16.data(), v16.data());
                 } else {
                     want = run_bf16(ctx.get(), over_values(d, ATTN_DTYPE_F32), p.q, p.k.f32.data(), p.v.f32.data());
                 }

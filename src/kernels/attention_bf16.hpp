@@ -107,6 +107,21 @@ void tile_scores_pairs(const attention_tile &t, int64_t j0, const uint32_t *q, i
         }
 }
 
+// p16[0 .. 32) = p[0 .. 32) rounded to bf16; Scaled: times p_scale[c] first where p[c] is
+// not 0 (a hidden key's P stays 0 whatever its scale). p16 may be p's own bytes (the writes
+// trail the reads).
+template <bool Scaled>
+inline void round_p(const float *p, const float *p_scale, uint16_t *p16) {
+    __m512 x0 = _mm512_load_ps(p), x1 = _mm512_load_ps(p + 16);
+    if constexpr (Scaled) {
+        const __m512 zero = _mm512_setzero_ps();
+        x0 = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x0, zero, _CMP_NEQ_UQ), x0, _mm512_loadu_ps(p_scale));
+        x1 = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x1, zero, _CMP_NEQ_UQ), x1,
+                                 _mm512_loadu_ps(p_scale + 16));
+    }
+    _mm512_storeu_si512(p16, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+}
+
 // The V pair rows for keys j0 .. j0+cols-1 of a tile: the driver's packed pairs when it
 // packed V once for the whole head, else packed here into v_buf (bc * dv_pad floats), pair
 // rows dv_pad words apart, or one 64-byte line more when dv_pad is an even number of lines:
@@ -210,17 +225,10 @@ void pv_tile_pairs(const attention_tile &t, const float *p_scale, int64_t j0, in
     for (int64_t r = 0; r < t.rows; ++r) {
         float *row = s + r * blk::bc;
         uint16_t *p16 = reinterpret_cast<uint16_t *>(row);
-        for (int64_t c = 0; c < p_cols; c += 32) {
-            __m512 x0 = _mm512_load_ps(row + c), x1 = _mm512_load_ps(row + c + 16);
-            if (p_scale) {  // a hidden key's P stays 0 whatever its scale
-                const __m512 zero = _mm512_setzero_ps();
-                x0 = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x0, zero, _CMP_NEQ_UQ), x0,
-                                         _mm512_loadu_ps(p_scale + c));
-                x1 = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x1, zero, _CMP_NEQ_UQ), x1,
-                                         _mm512_loadu_ps(p_scale + c + 16));
-            }
-            _mm512_storeu_si512(p16 + c, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
-        }
+        if (p_scale)
+            for (int64_t c = 0; c < p_cols; c += 32) round_p<true>(row + c, p_scale + c, p16 + c);
+        else
+            for (int64_t c = 0; c < p_cols; c += 32) round_p<false>(row + c, nullptr, p16 + c);
     }
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
     const int64_t ldp = blk::bc;  // P rows stay bc floats (32-bit words) apart
@@ -276,6 +284,15 @@ inline void key_scales(const kv_rows &x, int64_t j0, int64_t n, int64_t len_kv, 
     for (int64_t c = 0; c < n; ++c) out[c] = j0 + c < len_kv ? times * x.scale_row(j0 + c)[0] : 0.0f;
 }
 
+// The factor of the scores of the tile's keys j0 + c, c < n: the softmax scale, times the
+// key's K scale for a quantized cache's codes.
+template <bool Codes>
+inline void column_scales(const attention_tile &t, int64_t j0, int64_t n, float *out) {
+    if (Codes) key_scales(t.k, j0, n, t.len_kv, t.scale, out);
+    else
+        for (int64_t c = 0; c < n; ++c) out[c] = t.scale;
+}
+
 // The scores policy of the tile loop (attention_detail::f32_scores is the f32 one): the q
 // region holds the tile's Q rows as bf16 pairs [rows][pairs], unscaled; K comes from the
 // head's bf16 panels (t.k_pairs) or is packed now into the k region. Codes: K and V are a
@@ -305,9 +322,7 @@ struct bf16_scores {
             k_at = buf;
         }
         alignas(64) float col_scale[blk::bc];
-        if (Codes) key_scales(t.k, j0, panels * nr, t.len_kv, t.scale, col_scale);
-        else
-            for (int64_t c = 0; c < panels * nr; ++c) col_scale[c] = t.scale;
+        column_scales<Codes>(t, j0, panels * nr, col_scale);
         tile_scores_pairs<Arch>(t, j0, reinterpret_cast<const uint32_t *>(q_region), pairs, t.rows,
                                 k_at, panels, col_scale, s, score_max);
         return true;

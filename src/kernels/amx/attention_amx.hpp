@@ -144,16 +144,16 @@ void pv_tiles_any(int vectors, const uint32_t *p, int64_t chunks, const uint16_t
     }
 }
 
-// Rows r < rows of the block s[rows x vectors*16]: S = scale * S, and
-// row_max[r][0..16) = max(row_max[r], the row's scores) lane-wise, NaN left out (as
+// Rows r < rows of the block s[rows x vectors*16]: S = S times col_scale (a factor a key),
+// and row_max[r][0..16) = max(row_max[r], the row's scores) lane-wise, NaN left out (as
 // score_block_pairs does).
-inline void scale_and_max(int64_t rows, int vectors, float scale, float *s, int64_t lds,
-                          float *row_max) {
-    const __m512 scale_v = _mm512_set1_ps(scale);
+inline void scale_and_max(int64_t rows, int vectors, const float *col_scale, float *s,
+                          int64_t lds, float *row_max) {
     for (int64_t r = 0; r < rows; ++r) {
         __m512 m = _mm512_load_ps(row_max + r * 16);
         for (int v = 0; v < vectors; ++v) {
-            const __m512 x = _mm512_mul_ps(_mm512_load_ps(s + r * lds + v * 16), scale_v);
+            const __m512 x = _mm512_mul_ps(_mm512_load_ps(s + r * lds + v * 16),
+                                           _mm512_loadu_ps(col_scale + v * 16));
             _mm512_store_ps(s + r * lds + v * 16, x);
             m = _mm512_max_ps(x, m);
         }
@@ -178,10 +178,11 @@ inline void add_key(float p, const kv_rows &v, int64_t j, int64_t dim_v, float *
 }
 
 // The scores policy of attention_forward_tile_with: Q as bf16 pairs [rows][pairs] (as the
-// pair path's load_q forms them), S and P V on tiles.
-template <class Arch, class Tiles>
+// pair path's load_q forms them), S and P V on tiles. Codes: K and V are a quantized cache's
+// codes, their scales outside the products (as bf16_scores<Arch, true> takes them).
+template <class Arch, class Tiles, bool Codes = false>
 struct tile_scores {
-    using pairs_policy = attention_bf16_detail::bf16_scores<Arch>;
+    using pairs_policy = attention_bf16_detail::bf16_scores<Arch, Codes>;
 
     // bf16 rows of an even dim are their pairs already: copied, not built pair by pair
     static void load_q(const attention_tile &t, float *q_region) {
@@ -203,9 +204,12 @@ struct tile_scores {
             k_at = t.k_pairs + (j0 / nr) * nr * pairs * 2;
         } else {
             uint16_t *buf = reinterpret_cast<uint16_t *>(k_buf);
-            attention_bf16_detail::pack_k_pairs<Arch>(t.k, j0, t.len_kv, t.dim_qk, panels, buf);
+            attention_bf16_detail::pack_k_pairs<Arch>(Codes ? t.k.codes() : t.k, j0, t.len_kv,
+                                                      t.dim_qk, panels, buf);
             k_at = buf;
         }
+        alignas(64) float col_scale[blk::bc];
+        attention_bf16_detail::column_scales<Codes>(t, j0, panels * nr, col_scale);
         const uint32_t *q = reinterpret_cast<const uint32_t *>(q_region);
         const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
         for (int64_t r = 0; r < t.rows; ++r) _mm512_store_ps(score_max + r * W, neg_inf);
@@ -217,7 +221,7 @@ struct tile_scores {
                 float *s_at = s + r0 * blk::bc + p * nr;
                 score_tiles_any<Arch, Tiles>(vectors, q + r0 * pairs, pairs,
                                              k_at + p * nr * pairs * 2, s_at);
-                scale_and_max(rr, vectors, t.scale, s_at, blk::bc, score_max + r0 * W);
+                scale_and_max(rr, vectors, col_scale + p * nr, s_at, blk::bc, score_max + r0 * W);
             }
         return true;
     }
@@ -234,7 +238,7 @@ struct tile_scores {
         if (b <= a) return;
         const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
         auto single = [&](int64_t j) {
-            add_key(convert::bf16_to_f32(p16[j]), t.v, j0 + j, t.dim_v, o_row);
+            add_key(convert::bf16_to_f32(p16[j]), Codes ? t.v.codes() : t.v, j0 + j, t.dim_v, o_row);
         };
         const int64_t pa = (a + 1) / 2, pb = b / 2;
         if (pb <= pa) {
@@ -254,26 +258,26 @@ struct tile_scores {
 };
 
 // O = O * rescale + P V for the keys j0 .. j0+cols-1 of a tile (pv_tile_pairs's contract).
-template <class Arch, class Tiles>
-void tile_scores<Arch, Tiles>::pv(const attention_tile &t, int64_t j0, int64_t cols, float *s,
-                                  float *o, int64_t dv_pad, const float *rescale,
-                                  float *v_buf) {
+template <class Arch, class Tiles, bool Codes>
+void tile_scores<Arch, Tiles, Codes>::pv(const attention_tile &t, int64_t j0, int64_t cols,
+                                         float *s, float *o, int64_t dv_pad,
+                                         const float *rescale, float *v_buf) {
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
+    alignas(64) float p_scale[blk::bc + 32];  // Codes: V's scale a key, folded into P
+    if (Codes) attention_bf16_detail::key_scales(t.v, j0, (cols + 31) / 32 * 32, j0 + cols, 1.0f, p_scale);
     // P -> bf16, 32 at a time, front to back in place (the writes trail the reads), over
     // the 32-key spans holding the row's visible keys: nothing else of the row is read
     for (int64_t r = 0; r < t.rows; ++r) {
         float *row = s + r * blk::bc;
         uint16_t *p16 = reinterpret_cast<uint16_t *>(row);
         const key_range own = attention_detail::tile_columns(t, r, j0, cols);
-        for (int64_t c = own.lo / 32 * 32; c < own.hi; c += 32) {
-            const __m512 x0 = _mm512_load_ps(row + c), x1 = _mm512_load_ps(row + c + 16);
-            _mm512_storeu_si512(p16 + c, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
-        }
+        for (int64_t c = own.lo / 32 * 32; c < own.hi; c += 32)
+            attention_bf16_detail::round_p<Codes>(row + c, Codes ? p_scale + c : nullptr, p16 + c);
     }
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
     const attention_bf16_detail::v_pair_rows vp =
-        attention_bf16_detail::tile_v_pairs<Arch>(t, false, j0, cols, dv_pad, v_buf);
+        attention_bf16_detail::tile_v_pairs<Arch>(t, Codes, j0, cols, dv_pad, v_buf);
     const uint16_t *v_pairs = vp.pairs;
     const int64_t ldv = vp.ld;
     const int64_t vectors = dv_pad / W;
@@ -321,22 +325,26 @@ inline tile_config attention_config() {
 
 // ---- entry points (the amx and amx_emulated levels' attention_*_tile_bf16) -----------------
 
-template <class Arch, class Tiles>
+// Codes: the amx_code_tiles entry's (a quantized cache's codes, bf16_code_pairs' calls).
+template <class Arch, class Tiles, bool Codes = false>
 void attention_forward_tile_amx(const attention_tile &t) {
     using namespace attention_amx_detail;
-    if (!tiles_fit(t)) return attention_forward_tile_bf16<Arch>(t);
+    if (!tiles_fit(t))
+        return attention_forward_tile_with<Arch, attention_bf16_detail::bf16_scores<Arch, Codes>>(t);
     const tile_guard<Tiles> guard(attention_config());
-    attention_forward_tile_with<Arch, tile_scores<Arch, Tiles>>(t);
+    attention_forward_tile_with<Arch, tile_scores<Arch, Tiles, Codes>>(t);
 }
 
-template <class Arch, class Tiles>
+template <class Arch, class Tiles, bool Codes = false>
 void attention_weights_tile_amx(const attention_tile &t, float *weights, int64_t weights_ld,
                                 bool after_forward) {
     using namespace attention_amx_detail;
-    if (!tiles_fit(t)) return attention_weights_tile_bf16<Arch>(t, weights, weights_ld, after_forward);
+    if (!tiles_fit(t))
+        return attention_weights_tile_with<Arch, attention_bf16_detail::bf16_scores<Arch, Codes>>(
+            t, weights, weights_ld, after_forward);
     const tile_guard<Tiles> guard(attention_config());
-    attention_weights_tile_with<Arch, tile_scores<Arch, Tiles>>(t, weights, weights_ld,
-                                                               after_forward);
+    attention_weights_tile_with<Arch, tile_scores<Arch, Tiles, Codes>>(t, weights, weights_ld,
+                                                                      after_forward);
 }
 
 }  // namespace attn::kernels::amx

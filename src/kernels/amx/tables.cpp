@@ -36,6 +36,13 @@ void set_tile_kernels(kernel_table &t) {
     pairs->name = "amx_tiles";
     pairs->forward_tile = &amx::attention_forward_tile_amx<arch, Tiles>;
     pairs->weights_tile = &amx::attention_weights_tile_amx<arch, Tiles>;
+    // and a quantized cache's codes on tiles, in bf16_code_pairs' place
+    attention_impl *codes = t.attention_impls.find("bf16_code_pairs");
+    if (codes == nullptr) codes = t.attention_impls.find("amx_code_tiles");
+    if (codes == nullptr) throw std::logic_error("amx tables: no bf16_code_pairs entry to run on tiles");
+    codes->name = "amx_code_tiles";
+    codes->forward_tile = &amx::attention_forward_tile_amx<arch, Tiles, true>;
+    codes->weights_tile = &amx::attention_weights_tile_amx<arch, Tiles, true>;
     // the fused backward with its products on tiles, for calls whose products may be bf16
     t.attention_backward_scratch_floats_bf16 = &amx::attention_backward_scratch_floats_amx;
     t.attention_backward_tile_bf16 = &amx::attention_backward_tile_amx<arch, Tiles>;
