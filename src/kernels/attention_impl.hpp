@@ -15,9 +15,10 @@
 //               in the bf16-pair layout (amx/attention_amx.hpp);
 //   bf16_pairs  the avx512_bf16 level, when bf16 products are allowed: VDPBF16PS over pairs
 //               of keys (attention_bf16.hpp);
-//   bf16_code_pairs  the avx512_bf16 and amx levels, a quantized cache whose codes bf16 holds
-//               exactly, with a scale a key: the bf16-pair tiles over the codes, the scales
-//               outside the products (attention_bf16_entries.hpp);
+//   bf16_code_pairs  the avx512_bf16 level, a quantized cache whose codes bf16 holds exactly,
+//               with a scale a key: the bf16-pair tiles over the codes, the scales outside
+//               the products (attention_bf16_entries.hpp); amx_code_tiles in its place on the
+//               amx levels, the same on AMX tiles;
 //   f32_tiles   every level: K in f32 panels, V rows padded (attention.hpp).
 #pragma once
 
