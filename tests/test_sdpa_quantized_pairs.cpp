@@ -119,6 +119,19 @@ TEST(sdpa_quantized_pairs, which_calls_take_the_codes_path) {
     d.v_group = 16;  // scales inside a row cannot leave the products
     EXPECT_FALSE(call_products_of(ATTN_FPMATH_STRICT, d).code_pairs);
     EXPECT_FALSE(call_products_of(ATTN_FPMATH_STRICT, over_values(p.d, ATTN_DTYPE_BF16)).code_pairs);
+    // the plan gives the prefill, and a decoding step of 16 heads a KV head as the tile's rows,
+    // to the codes' entry
+    const attn::kernels::kernel_table *bf16_level = attn::kernels::kernel_table_for(ATTN_ISA_AVX512_BF16);
+    for (const int64_t heads : {4, 32}) {
+        const problem decode = pairs_problem(ATTN_DTYPE_I8, granularity::per_row, heads == 4 ? 33 : 1, 77, 2,
+                                             false, heads);
+        const attn::ops::plan_kernels k{&bf16_level->attention_impls, bf16_level->vector_floats,
+                                        call_products_of(ATTN_FPMATH_STRICT, decode.d)};
+        const attn::ops::sdpa_plan plan = attn::ops::plan_sdpa(decode.d, k, 2);
+        ASSERT_FALSE(plan.sequences.empty());
+        EXPECT_STREQ(plan.sequences[0].impl->name, "bf16_code_pairs") << heads << " heads";
+        EXPECT_EQ(plan.sequences[0].heads_as_rows, heads == 32);
+    }
     for (attn_isa isa : {ATTN_ISA_AVX512_BF16, ATTN_ISA_AMX, ATTN_ISA_AMX_EMULATED}) {
         const attn::kernels::kernel_table *kt = attn::kernels::kernel_table_for(isa);
         if (kt == nullptr) continue;
@@ -134,7 +147,8 @@ TEST(sdpa_quantized_pairs, which_calls_take_the_codes_path) {
 
 // Power-of-two scales: the bits of the values' own path, every type, row-scale granularity and
 // option (masks, kv_len and the causal alignments, GQA, windows, softcap, ALiBi, sinks,
-// dropout, lse and weights), prefill of 33 rows over 77 keys and of 20 over 1500 (split keys).
+// dropout, lse and weights), prefill of 33 rows over 77 keys and of 20 over 1500 (split keys),
+// and a decoding step of 16 query heads a KV head (the heads as the tile's rows).
 TEST(sdpa_quantized_pairs, power_of_two_scales_give_the_bits_of_the_values) {
     const int32_t kv_len[2] = {50, 77};
     const float sinks[8] = {0.5f, -1.0f, 2.0f, -0.25f, 1.0f, 0.0f, -2.0f, 0.75f};
@@ -143,9 +157,10 @@ TEST(sdpa_quantized_pairs, power_of_two_scales_give_the_bits_of_the_values) {
     uint32_t seed = 300;
     int variant = 0;
     for (attn_dtype t : kTypes)
-        for (int v = 0; v < 5; ++v, ++variant) {
+        for (int v = 0; v < 6; ++v, ++variant) {
             const granularity g = is_fp8(t) && v == 4 ? granularity::no_scale : kRowScales[variant % 3];
-            const int64_t len_q = v == 4 ? 20 : 33, len_kv = v == 4 ? 1500 : 77, Hq = v == 2 ? 8 : 4;
+            const int64_t len_q = v == 4 ? 20 : v == 5 ? 1 : 33, len_kv = v == 4 ? 1500 : 77;
+            const int64_t Hq = v == 2 ? 8 : v == 5 ? 32 : 4;
             problem p = pairs_problem(t, g, len_q, len_kv, seed += 7, true, Hq);
             std::vector<float> mask = random_tensor(size_t(2 * Hq * len_q * len_kv), seed, -1.0f, 1.0f);
             attn_sdpa_desc &d = p.d;

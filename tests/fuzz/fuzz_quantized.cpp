@@ -2,12 +2,14 @@
 // one with a broken rule), scales per row, per group, per channel, per head or per tensor, zero
 // points or not, random codes (FP8 NaN codes included), now and then a NaN or infinite scale,
 // small shapes, causal, kv_len, GQA, now and then packed sequences (q_start, kv_start: the
-// scales then addressed by packed row); on the reference and one SIMD ISA with 1 and 2 threads.
+// scales then addressed by packed row), q and out in f32 or in bf16 (where a cache with a scale
+// a row and no zero points takes the codes' pair path); on the reference and one SIMD ISA with
+// 1 and 2 threads.
 // The contract checked:
 //  - every path gives the same status; a rejected call sets a message and writes nothing;
 //  - 1 and 2 threads agree bitwise (out and lse);
-//  - with finite scales and values, SIMD and reference agree within f32 precision, and NaN
-//    lands in the same places.
+//  - with finite scales and values, SIMD and reference agree within f32 precision (a few units
+//    of bf16's last place with bf16 q and out), and NaN lands in the same places.
 #include "fuzz_decode.hpp"
 
 namespace fuzz {
@@ -93,6 +95,8 @@ void fuzz_sdpa_quantized(FuzzedDataProvider &in, value_source &src, attn_context
     d.k_scale = fp8_unscaled ? nullptr : k_scale.data();
     d.v_scale = fp8_unscaled ? nullptr : v_scale.data();
     if (integer(t) && in.ConsumeBool()) d.k_zero = k_zero.data(), d.v_zero = v_zero.data();
+    const bool bf16_io = in.ConsumeBool();
+    if (bf16_io) d.q_type = d.out_type = ATTN_DTYPE_BF16;
     const size_t bytes = four_bit(t) ? (entries + 1) / 2 : entries;
     std::vector<uint8_t> k(bytes), v(bytes);
     for (size_t i = 0; i < bytes; ++i) {
@@ -100,11 +104,13 @@ void fuzz_sdpa_quantized(FuzzedDataProvider &in, value_source &src, attn_context
         if (!specials && t == ATTN_DTYPE_FP8_E4M3) k[i] &= 0xbf, v[i] &= 0xbf;  // finite codes
         if (!specials && t == ATTN_DTYPE_FP8_E5M2) k[i] &= 0xbb, v[i] &= 0xbb;
     }
-    const std::vector<float> q = [&] {
-        std::vector<float> x(size_t(batch * heads_q * len_q * dim));
-        for (auto &e : x) e = src.next();
-        return x;
-    }();
+    std::vector<float> q(size_t(batch * heads_q * len_q * dim));
+    for (auto &e : q) e = src.next();
+    std::vector<uint16_t> q16(q.size());
+    if (bf16_io)
+        FUZZ_CHECK(attn_convert(ctx[0], int64_t(q.size()), q.data(), ATTN_DTYPE_F32, q16.data(),
+                                ATTN_DTYPE_BF16) == ATTN_OK, "sdpa quantized: q to bf16");
+    const void *q_in = bf16_io ? static_cast<const void *>(q16.data()) : q.data();
     const size_t n_out = size_t(batch * heads_q * len_q * dim);
     std::vector<float> out[3], lse[3];
     attn_status status[3];
@@ -112,7 +118,7 @@ void fuzz_sdpa_quantized(FuzzedDataProvider &in, value_source &src, attn_context
         out[c].assign(n_out, 7.0f);
         lse[c].assign(size_t(batch * heads_q * len_q), 7.0f);
         d.lse = lse[c].data();
-        status[c] = attn_sdpa(ctx[c], &d, q.data(), k.data(), v.data(), out[c].data());
+        status[c] = attn_sdpa(ctx[c], &d, q_in, k.data(), v.data(), out[c].data());
         if (status[c] != ATTN_OK) {
             FUZZ_CHECK(attn_last_error()[0] != '\0', "sdpa quantized: a rejected call left no message");
             FUZZ_CHECK(out[c] == std::vector<float>(n_out, 7.0f), "sdpa quantized: a rejected call wrote");
@@ -125,11 +131,18 @@ void fuzz_sdpa_quantized(FuzzedDataProvider &in, value_source &src, attn_context
                    std::memcmp(lse[1].data(), lse[2].data(), lse[1].size() * 4) == 0,
                "sdpa quantized: 1 and 2 threads differ bitwise");
     if (specials) return;
+    for (int c = 0; bf16_io && c < 2; ++c) {  // the bf16 outputs (the buffers' first halves) widened
+        std::vector<float> wide(n_out);
+        FUZZ_CHECK(attn_convert(ctx[0], int64_t(n_out), out[c].data(), ATTN_DTYPE_BF16, wide.data(),
+                                ATTN_DTYPE_F32) == ATTN_OK, "sdpa quantized: out from bf16");
+        out[c] = wide;
+    }
+    const double tol = bf16_io ? 0x1p-5 : 1e-4;  // bf16: P rounded, each output rounded once
     for (size_t i = 0; i < n_out; ++i) {
         const float a = out[0][i], b = out[1][i];
         FUZZ_CHECK(std::isnan(a) == std::isnan(b), "sdpa quantized: NaN placement differs");
         if (!std::isnan(a))
-            FUZZ_CHECK(std::fabs(a - b) <= 1e-4 * (1.0 + std::fabs(a)), "sdpa quantized: SIMD and reference disagree");
+            FUZZ_CHECK(std::fabs(a - b) <= tol * (1.0 + std::fabs(a)), "sdpa quantized: SIMD and reference disagree");
     }
 }
 
