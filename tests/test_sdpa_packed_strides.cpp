@@ -116,6 +116,25 @@ TEST_P(packed_strides_test, NoKeysAnyHeadStride) {
     for (const float x : lse) EXPECT_EQ(x, -INFINITY);
 }
 
+// One packed key row with the largest row stride (nothing bounds it: no second row is read),
+// decoded by two query heads sharing it: the output is that V row. (The decode passes' prefetch
+// set-up multiplied the stride by the element's bits: int64 overflow, found by the fuzzer.)
+TEST_P(packed_strides_test, OneKeyRowAnyRowStride) {
+    const std::vector<int32_t> one = {0, 1};
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, 2, 1, 1, 8);
+    d.heads_kv = 1;
+    d.q_start = d.kv_start = one.data();
+    d.q = d.out = attn_layout{0, 8, 16};                // [1 row, 2 heads, 8]
+    d.k = d.v = attn_layout{0, 8, INT64_MAX};           // [1 row, 1 head, 8], any row stride
+    const std::vector<float> q = {0.5f, -1.0f, 0.25f, 2.0f, 1.0f, 0.0f, -0.5f, 3.0f,
+                                  1.5f, 0.5f, -2.0f, 0.0f, 0.25f, 1.0f, 0.75f, -1.0f};
+    const std::vector<float> k = {1.0f, 2.0f, -1.0f, 0.5f, 0.0f, 1.0f, 2.0f, -3.0f};
+    std::vector<float> out(16, 7.0f);
+    ASSERT_EQ(attn_sdpa_f32(ctx(), &d, q.data(), k.data(), k.data(), out.data()), ATTN_OK) << attn_last_error();
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(out[size_t(i)], k[size_t(i % 8)]) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(all, packed_strides_test, testing::ValuesIn(attn_test::all_paths()), attn_test::path_name);
 
 }  // namespace

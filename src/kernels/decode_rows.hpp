@@ -42,7 +42,7 @@ struct row_walk {
     row_walk(const kv_rows &x_, int64_t j) : x(x_), j0(j), by_stride(!x_.pages && !(E::bits == 4 && x_.ld % 2 != 0)) {
         if (by_stride) {
             first = row_reader<Arch, E>(x, j0);
-            step = x.ld * E::bits / (8 * int64_t(sizeof(*first.p)));
+            step = E::bits == 4 ? x.ld / 2 : x.ld;  // a row's storage elements (bytes of 4-bit rows)
         }
     }
     // out[i] = the reader of key j0 + c + i, i < n
@@ -76,7 +76,8 @@ struct row_prefetch {
           k_bytes(core::element_offset_bytes(k_.type, dk + dk % 2)),
           v_bytes(core::element_offset_bytes(v_.type, dv + dv % 2)),
           on(rows_share_pages(k_) && rows_share_pages(v_)) {
-        if (!k.pages && !v.pages && k.ld * core::element_bits(k.type) % 8 == 0 &&
+        // (strides of rows sharing pages are small: their products below cannot overflow)
+        if (on && !k.pages && !v.pages && k.ld * core::element_bits(k.type) % 8 == 0 &&
             v.ld * core::element_bits(v.type) % 8 == 0) {
             k0 = static_cast<const char *>(k.row(j0));
             v0 = static_cast<const char *>(v.row(j0));
