@@ -170,6 +170,60 @@ inline problem make_problem(attn_dtype t, granularity g, bool zeros, int64_t len
     return p;
 }
 
+// The problem's cache in pages of ps rows (scales and zero points in the pages), the pages of
+// every sequence shuffled in a pool of two more than they need (table entry i holds pool page
+// (7 i + 3) % pages): pools [pages, Hkv, ps, row bytes], scales [pages, Hkv, ps, groups], and
+// the desc reading them in place of p.d's dense cache.
+struct paged_cache {
+    std::vector<int32_t> table;
+    std::vector<uint8_t> k, v;
+    std::vector<float> k_scale, v_scale, k_zero, v_zero;
+    attn_sdpa_desc d;
+};
+
+inline paged_cache page_cache(const problem &p, int64_t ps) {
+    paged_cache c;
+    c.d = p.d;
+    const attn_dtype t = p.d.kv_type;
+    const int64_t B = p.d.batch, Hkv = p.d.heads_kv, L = p.d.len_kv;
+    const int64_t per = (L + ps - 1) / ps, pages = B * per + 2, bits = is_4bit(t) ? 4 : 8;
+    c.table.resize(size_t(B * per));
+    for (int64_t i = 0; i < B * per; ++i) c.table[size_t(i)] = int32_t((i * 7 + 3) % pages);
+    auto page_side = [&](const cache_side &side, int64_t dim, std::vector<uint8_t> &pool,
+                         std::vector<float> &scale, std::vector<float> &zero) {
+        const int64_t groups = dim / (side.group ? side.group : dim), row_bytes = dim * bits / 8;
+        pool.assign(size_t(pages * Hkv * ps * row_bytes), 0);
+        scale.assign(size_t(pages * Hkv * ps * groups), 0.0f);
+        zero.assign(side.zero.empty() ? 0 : scale.size(), 0.0f);
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < Hkv; ++h)
+                for (int64_t j = 0; j < L; ++j) {
+                    const int64_t to = (c.table[size_t(b * per + j / ps)] * Hkv + h) * ps + j % ps;
+                    const int64_t from = (b * Hkv + h) * L + j;
+                    for (int64_t x = 0; x < row_bytes; ++x)
+                        pool[size_t(to * row_bytes + x)] = side.bytes[size_t(from * row_bytes + x)];
+                    for (int64_t gi = 0; gi < groups; ++gi) {
+                        scale[size_t(to * groups + gi)] = side.scale[size_t(from * groups + gi)];
+                        if (!zero.empty()) zero[size_t(to * groups + gi)] = side.zero[size_t(from * groups + gi)];
+                    }
+                }
+        return attn_layout{Hkv * ps * groups, ps * groups, groups};
+    };
+    c.d.k_scale_strides = page_side(p.k, p.d.dim_qk, c.k, c.k_scale, c.k_zero);
+    c.d.v_scale_strides = page_side(p.v, p.d.dim_v, c.v, c.v_scale, c.v_zero);
+    c.d.k_scale = c.k_scale.data();
+    c.d.v_scale = c.v_scale.data();
+    c.d.k_zero = c.k_zero.empty() ? nullptr : c.k_zero.data();
+    c.d.v_zero = c.v_zero.empty() ? nullptr : c.v_zero.data();
+    c.d.k = {Hkv * ps * p.d.dim_qk, ps * p.d.dim_qk, p.d.dim_qk};
+    c.d.v = {Hkv * ps * p.d.dim_v, ps * p.d.dim_v, p.d.dim_v};
+    c.d.block_table = c.table.data();
+    c.d.block_table_stride = per;
+    c.d.page_size = ps;
+    c.d.num_pages = pages;
+    return c;
+}
+
 inline double tolerance(const problem &p) { return 2.0 * p.plain_error + 4.0 * FLT_EPSILON; }
 
 inline std::vector<float> run(attn_context *ctx, const attn_sdpa_desc &d, const problem &p,

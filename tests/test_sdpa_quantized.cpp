@@ -171,55 +171,16 @@ INSTANTIATE_TEST_SUITE_P(paths, sdpa_quantized, testing::ValuesIn(all_paths()), 
 // contiguously: the pages of every sequence in a shuffled pool, page size 16, I8 per row
 // with zero points and I4 per group of 32; decode and prefill, on every path.
 TEST(sdpa_quantized_paged, same_bits_as_contiguous) {
-    const int64_t B = 2, Hkv = 2, L = 77, ps = 16, per = (L + ps - 1) / ps, pages = B * per + 2;
     for (attn_dtype t : {ATTN_DTYPE_I8, ATTN_DTYPE_I4})
         for (int64_t len_q : {1, 9}) {
             const granularity g = t == ATTN_DTYPE_I8 ? granularity::per_row : granularity::group32;
-            const problem p = make_problem(t, g, t == ATTN_DTYPE_I8, len_q, L, 3000 + uint32_t(len_q));
-            std::vector<int32_t> table(size_t(B * per));
-            for (int64_t i = 0; i < B * per; ++i) table[size_t(i)] = int32_t((i * 7 + 3) % pages);
-            // pool [pages, Hkv, ps, dim] of K and V, scales [pages, Hkv, ps, groups]
-            auto page_side = [&](const cache_side &c, int64_t dim, std::vector<uint8_t> *pool,
-                                 std::vector<float> *scale, std::vector<float> *zero) {
-                const int64_t groups = dim / (c.group ? c.group : dim);
-                const int64_t bits = is_4bit(t) ? 4 : 8;
-                pool->assign(size_t(pages * Hkv * ps * dim * bits / 8), 0);
-                scale->assign(size_t(pages * Hkv * ps * groups), 0.0f);
-                zero->assign(c.zero.empty() ? 0 : scale->size(), 0.0f);
-                for (int64_t b = 0; b < B; ++b)
-                    for (int64_t h = 0; h < Hkv; ++h)
-                        for (int64_t j = 0; j < L; ++j) {
-                            const int64_t pg = table[size_t(b * per + j / ps)];
-                            const int64_t to = (pg * Hkv + h) * ps + j % ps, from = (b * Hkv + h) * L + j;
-                            for (int64_t x = 0; x < dim * bits / 8; ++x)
-                                (*pool)[size_t(to * dim * bits / 8 + x)] = c.bytes[size_t(from * dim * bits / 8 + x)];
-                            for (int64_t gi = 0; gi < groups; ++gi) {
-                                (*scale)[size_t(to * groups + gi)] = c.scale[size_t(from * groups + gi)];
-                                if (!zero->empty()) (*zero)[size_t(to * groups + gi)] = c.zero[size_t(from * groups + gi)];
-                            }
-                        }
-                return attn_layout{Hkv * ps * groups, ps * groups, groups};
-            };
-            std::vector<uint8_t> kpool, vpool;
-            std::vector<float> ks, kz, vs, vz;
-            attn_sdpa_desc d = p.d;
-            d.k_scale_strides = page_side(p.k, 64, &kpool, &ks, &kz);
-            d.v_scale_strides = page_side(p.v, 32, &vpool, &vs, &vz);
-            d.k_scale = ks.data();
-            d.v_scale = vs.data();
-            d.k_zero = kz.empty() ? nullptr : kz.data();
-            d.v_zero = vz.empty() ? nullptr : vz.data();
-            d.k = {Hkv * ps * 64, ps * 64, 64};
-            d.v = {Hkv * ps * 32, ps * 32, 32};
-            d.block_table = table.data();
-            d.block_table_stride = per;
-            d.page_size = ps;
-            d.num_pages = pages;
+            const problem p = make_problem(t, g, t == ATTN_DTYPE_I8, len_q, 77, 3000 + uint32_t(len_q));
+            const paged_cache paged = page_cache(p, 16);
             for (const path &at : all_paths()) {
                 auto ctx = make_context(at.impl, at.isa);
-                const std::vector<float> dense = run(ctx.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
-                const std::vector<float> paged = run(ctx.get(), d, p, kpool.data(), vpool.data());
-                EXPECT_TRUE(bitwise_equal(dense, paged)) << at.name << ", type " << t << ", len_q " << len_q;
+                EXPECT_TRUE(bitwise_equal(run(ctx.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data()),
+                                          run(ctx.get(), paged.d, p, paged.k.data(), paged.v.data())))
+                    << at.name << ", type " << t << ", len_q " << len_q;
             }
         }
 }

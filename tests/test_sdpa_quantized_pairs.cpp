@@ -228,45 +228,13 @@ TEST(sdpa_quantized_pairs, any_scales_within_the_rule) {
 // Paged, the scales in the pages (page size 16, the pages shuffled in a pool), gives the bits
 // of the contiguous cache; and 1, 2, 3 threads give the same bits.
 TEST(sdpa_quantized_pairs, paged_and_threads_same_bits) {
-    const int64_t B = 2, Hkv = 2, L = 77, ps = 16, per = (L + ps - 1) / ps, pages = B * per + 2;
     for (attn_dtype t : {ATTN_DTYPE_I8, ATTN_DTYPE_I4, ATTN_DTYPE_FP8_E4M3}) {
-        const problem p = pairs_problem(t, granularity::per_row, 33, L, 5000 + uint32_t(t), false);
-        std::vector<int32_t> table(size_t(B * per));
-        for (int64_t i = 0; i < B * per; ++i) table[size_t(i)] = int32_t((i * 7 + 3) % pages);
-        // pool [pages, Hkv, ps, row bytes], scales [pages, Hkv, ps]
-        auto page_side = [&](const cache_side &c, int64_t dim, std::vector<uint8_t> *pool,
-                             std::vector<float> *scale) {
-            const int64_t row_bytes = dim * (is_4bit(t) ? 4 : 8) / 8;
-            pool->assign(size_t(pages * Hkv * ps * row_bytes), 0);
-            scale->assign(size_t(pages * Hkv * ps), 0.0f);
-            for (int64_t b = 0; b < B; ++b)
-                for (int64_t h = 0; h < Hkv; ++h)
-                    for (int64_t j = 0; j < L; ++j) {
-                        const int64_t to = (table[size_t(b * per + j / ps)] * Hkv + h) * ps + j % ps;
-                        const int64_t from = (b * Hkv + h) * L + j;
-                        for (int64_t x = 0; x < row_bytes; ++x)
-                            (*pool)[size_t(to * row_bytes + x)] = c.bytes[size_t(from * row_bytes + x)];
-                        (*scale)[size_t(to)] = c.scale[size_t(from)];
-                    }
-            return attn_layout{Hkv * ps, ps, 1};
-        };
-        std::vector<uint8_t> kpool, vpool;
-        std::vector<float> ks, vs;
-        attn_sdpa_desc d = p.d;
-        d.k_scale_strides = page_side(p.k, 64, &kpool, &ks);
-        d.v_scale_strides = page_side(p.v, 32, &vpool, &vs);
-        d.k_scale = ks.data();
-        d.v_scale = vs.data();
-        d.k = {Hkv * ps * 64, ps * 64, 64};
-        d.v = {Hkv * ps * 32, ps * 32, 32};
-        d.block_table = table.data();
-        d.block_table_stride = per;
-        d.page_size = ps;
-        d.num_pages = pages;
+        const problem p = pairs_problem(t, granularity::per_row, 33, 77, 5000 + uint32_t(t), false);
+        const paged_cache paged = page_cache(p, 16);
         for (const path &at : all_paths()) {
             auto ctx = make_context(at.impl, at.isa);
             const outputs dense = run_bf16(ctx.get(), p.d, p.q, p.k.bytes.data(), p.v.bytes.data());
-            EXPECT_TRUE(same_bits(dense, run_bf16(ctx.get(), d, p.q, kpool.data(), vpool.data())))
+            EXPECT_TRUE(same_bits(dense, run_bf16(ctx.get(), paged.d, p.q, paged.k.data(), paged.v.data())))
                 << at.name << ", type " << t << ", paged";
             if (at.impl != ATTN_IMPL_SIMD) continue;
             for (int threads : {2, 3}) {
