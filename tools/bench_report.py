@@ -39,6 +39,9 @@ DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
                    ("bf16", "decode_quantized", "H32_KV8_Lk4096_D128_bf16"),
                    ("I8, scale per row", "decode_quantized", "H32_KV8_Lk4096_D128_I8_row"),
                    ("I4, scale per 32", "decode_quantized", "H32_KV8_Lk4096_D128_I4_g32")]
+# Ops whose summary shapes are named rather than picked from the middle of the sweep: prefill
+# over an I8 cache (a scale per row, the codes' pairs) against the bf16 cache it replaces.
+PINNED_SHAPES = {"prefill_quantized": ["H8_L2048_D128_bf16", "H8_L2048_D128_I8_row"]}
 # Suffixes Google Benchmark appends to a name (UseRealTime(), MinTime(), ...).
 NAME_SUFFIX = re.compile(r"^(real_time|process_time|manual_time|min_time:.*|iterations:.*|"
                          r"repeats:.*|min_warmup_time:.*)$")
@@ -198,7 +201,8 @@ def summary_filter(names, per_op):
     """A regex selecting a few shapes per op, plus the machine's yardsticks: the largest
     prefill shape that has a reference run (so simd/ref is measured), then shapes from the
     middle of the sweep (big enough to be representative, small enough to finish quickly);
-    for the decode ops, the shapes of DECODE_PER_TYPE on their best ISA only."""
+    for the decode ops, the shapes of DECODE_PER_TYPE on their best ISA only; PINNED_SHAPES's
+    ops, their named shapes."""
     by_op = {}
     for name in names:
         fake = Result({"name": name, "real_time": 0})
@@ -219,6 +223,10 @@ def summary_filter(names, per_op):
                 if ranked:
                     chosen.append(re.escape(f"{op}/{SIMD}/{ranked[-1]}/") + "threads:[0-9]+/" +
                                   re.escape(shape) + "(/|$)")
+            continue
+        if op in PINNED_SHAPES:
+            for shape in PINNED_SHAPES[op]:
+                chosen.append(re.escape(op) + "/[^/]+/[^/]+/threads:[0-9]+/" + re.escape(shape) + "(/|$)")
             continue
         ordered = sorted(shapes, key=shape_size)
         # a decoding step is no yardstick of the compute kernels: the peak table needs a prefill
