@@ -293,6 +293,23 @@ inline void column_scales(const attention_tile &t, int64_t j0, int64_t n, float 
         for (int64_t c = 0; c < n; ++c) out[c] = t.scale;
 }
 
+// V's scale of the tile's keys j0 + c for c < cols rounded up to a group of 32 (0 past cols):
+// the factors folded into P for a quantized cache's codes.
+inline void value_scales(const attention_tile &t, int64_t j0, int64_t cols, float *out) {
+    key_scales(t.v, j0, (cols + 31) / 32 * 32, j0 + cols, 1.0f, out);
+}
+
+// The K pair panels of the tile's keys from j0 on: the head's (t.k_pairs), or `panels` of them
+// packed now into k_buf (of K's codes for a quantized cache's codes).
+template <class Arch, bool Codes>
+const uint16_t *tile_k_pairs(const attention_tile &t, int64_t j0, int64_t panels, float *k_buf) {
+    constexpr int nr = panel_keys<Arch>;
+    if (t.k_pairs) return t.k_pairs + (j0 / nr) * nr * pairs_of(t.dim_qk) * 2;
+    uint16_t *buf = reinterpret_cast<uint16_t *>(k_buf);
+    pack_k_pairs<Arch>(Codes ? t.k.codes() : t.k, j0, t.len_kv, t.dim_qk, panels, buf);
+    return buf;
+}
+
 // The scores policy of the tile loop (attention_detail::f32_scores is the f32 one): the q
 // region holds the tile's Q rows as bf16 pairs [rows][pairs], unscaled; K comes from the
 // head's bf16 panels (t.k_pairs) or is packed now into the k region. Codes: K and V are a
@@ -313,14 +330,7 @@ struct bf16_scores {
         using blk = attention_blocking<Arch>;
         constexpr int nr = panel_keys<Arch>;
         const int64_t panels = (cols + nr - 1) / nr, pairs = pairs_of(t.dim_qk);
-        const uint16_t *k_at;
-        if (t.k_pairs) {
-            k_at = t.k_pairs + (j0 / nr) * nr * pairs * 2;
-        } else {
-            uint16_t *buf = reinterpret_cast<uint16_t *>(k_buf);
-            pack_k_pairs<Arch>(Codes ? t.k.codes() : t.k, j0, t.len_kv, t.dim_qk, panels, buf);
-            k_at = buf;
-        }
+        const uint16_t *k_at = tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
         alignas(64) float col_scale[blk::bc];
         column_scales<Codes>(t, j0, panels * nr, col_scale);
         tile_scores_pairs<Arch>(t, j0, reinterpret_cast<const uint32_t *>(q_region), pairs, t.rows,
@@ -332,7 +342,7 @@ struct bf16_scores {
         if constexpr (Codes) {
             using blk = attention_blocking<Arch>;
             alignas(64) float p_scale[blk::bc + 32];  // whole groups of 32 keys
-            key_scales(t.v, j0, (cols + 31) / 32 * 32, j0 + cols, 1.0f, p_scale);
+            value_scales(t, j0, cols, p_scale);
             pv_tile_pairs<Arch>(t, p_scale, j0, cols, s, o, dv_pad, rescale, v_buf);
         } else {
             pv_tile_pairs<Arch>(t, nullptr, j0, cols, s, o, dv_pad, rescale, v_buf);

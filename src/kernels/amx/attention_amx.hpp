@@ -199,15 +199,7 @@ struct tile_scores {
         constexpr int nr = panel_keys<Arch>;
         constexpr int W = lanes<Arch>;
         const int64_t panels = (cols + nr - 1) / nr, pairs = pairs_of(t.dim_qk);
-        const uint16_t *k_at;
-        if (t.k_pairs) {
-            k_at = t.k_pairs + (j0 / nr) * nr * pairs * 2;
-        } else {
-            uint16_t *buf = reinterpret_cast<uint16_t *>(k_buf);
-            attention_bf16_detail::pack_k_pairs<Arch>(Codes ? t.k.codes() : t.k, j0, t.len_kv,
-                                                      t.dim_qk, panels, buf);
-            k_at = buf;
-        }
+        const uint16_t *k_at = attention_bf16_detail::tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
         alignas(64) float col_scale[blk::bc];
         attention_bf16_detail::column_scales<Codes>(t, j0, panels * nr, col_scale);
         const uint32_t *q = reinterpret_cast<const uint32_t *>(q_region);
@@ -237,9 +229,8 @@ struct tile_scores {
         constexpr int W = lanes<Arch>;
         if (b <= a) return;
         const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
-        auto single = [&](int64_t j) {
-            add_key(convert::bf16_to_f32(p16[j]), Codes ? t.v.codes() : t.v, j0 + j, t.dim_v, o_row);
-        };
+        const kv_rows v = Codes ? t.v.codes() : t.v;  // the rows P's factors go with
+        auto single = [&](int64_t j) { add_key(convert::bf16_to_f32(p16[j]), v, j0 + j, t.dim_v, o_row); };
         const int64_t pa = (a + 1) / 2, pb = b / 2;
         if (pb <= pa) {
             for (int64_t j = a; j < b; ++j) single(j);
@@ -265,7 +256,7 @@ void tile_scores<Arch, Tiles, Codes>::pv(const attention_tile &t, int64_t j0, in
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
     alignas(64) float p_scale[blk::bc + 32];  // Codes: V's scale a key, folded into P
-    if (Codes) attention_bf16_detail::key_scales(t.v, j0, (cols + 31) / 32 * 32, j0 + cols, 1.0f, p_scale);
+    if (Codes) attention_bf16_detail::value_scales(t, j0, cols, p_scale);
     // P -> bf16, 32 at a time, front to back in place (the writes trail the reads), over
     // the 32-key spans holding the row's visible keys: nothing else of the row is read
     for (int64_t r = 0; r < t.rows; ++r) {
