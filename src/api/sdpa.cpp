@@ -57,7 +57,7 @@ void check_model_fields(checker &chk, const attn_sdpa_desc &d) {
     chk.at_least(d.page_size, 1, "desc->page_size");
     chk.at_least(d.num_pages, 1, "desc->num_pages");
     if (!chk.failed()) {
-        const int64_t pages = d.len_kv / d.page_size + (d.len_kv % d.page_size != 0);  // no overflow
+        const int64_t pages = ops::ceil_div(d.len_kv, d.page_size);
         if (d.block_table_stride < pages)
             chk.fail(ATTN_INVALID_ARGUMENT,
                      "desc->block_table_stride = %lld, must be >= ceil(desc->len_kv / "

@@ -33,8 +33,9 @@ using core::v_rows_for;
 using core::seq_rows;
 using core::visibility_for;
 
-// a / b rounded up (a >= 0, b > 0): tiles, chunks and blocks of the drivers.
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// a / b rounded up (a >= 0, b > 0), for any such a (no a + b - 1 to overflow): tiles, chunks
+// and blocks of the drivers, the pages of a paged sequence in validation.
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 // What a context tells a driver. `isa` is resolved: never ATTN_ISA_AUTO.
 // `reference` is true for ATTN_IMPL_REFERENCE and whenever isa == ATTN_ISA_SCALAR.
