@@ -75,7 +75,7 @@ std::vector<oracle_case> oracle_cases() {
     cases.back().d.dropout_seed = 1234567;
     add("tiles", make_desc(1, 2, 1, 37, 70, 40, 24));
     cases.back().d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-    // Shapes past any query tile (tens of rows), key tile (~100 keys) and the length at which
+    // Shapes past any query tile (tens of rows), key tile (64-256 keys) and the length at which
     // a long key range may be split into chunks and merged (hundreds of keys).
     add("long_keys_causal_dropout", make_desc(1, 2, 1, 50, 600, 20, 12));
     cases.back().d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;

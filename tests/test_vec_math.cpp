@@ -1,11 +1,12 @@
-// The kernels' exp and exp2 (src/kernels/vec_math.hpp) on every ISA, through the kernel
-// table: error in ulp against exp / exp2 in double over dense sweeps of their whole ranges,
-// plus special values.
+// The kernels' exp, exp2, exp_for_bf16 and tanh (src/kernels/vec_math.hpp) on every ISA,
+// through the kernel table: error against the functions in double over dense sweeps of their
+// whole ranges, plus special values.
 //
 // Stated bounds: exp at most 2 ulp everywhere (measured 0.90 ulp with FMA, 1.20 ulp on SSE4
 // without it), subnormal results included; exactly +0 below about -103.97 and +inf above
 // about 88.72. exp2 at most 3 ulp (measured 1.11-1.28), subnormals included; +0 below -150,
-// +inf from 128. tanh at most 3 ulp (TanhWithinThreeUlp).
+// +inf from 128. tanh at most 3 ulp (TanhWithinThreeUlp). exp_for_bf16 within
+// 3.0e-6 + 7.5e-8 |x| relative (ExpForBf16WithinItsBound).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -126,6 +127,58 @@ TEST_P(VecMath, Exp2WithinThreeUlpOverTheWholeRange) {
     EXPECT_EQ(special[8], std::ldexp(1.0f, -126));
     EXPECT_EQ(special[9], std::ldexp(1.0f, -149));  // the smallest subnormal, not flushed
     EXPECT_EQ(special[10], 0.0f);
+}
+
+// exp_for_bf16 (the pair paths' softmax, whose P is rounded to bf16): within
+// 3.0e-6 + 7.5e-8 |x| of e^x relative (the polynomial's error; the rounding of x log2 e and
+// of log2 e itself, 2^-24 + 1.3e-8 of x)
+// wherever e^x is a normal float, within that plus half the smallest subnormal below, +0
+// below -104; e^0 exactly 1 (the row's largest score gives P = 1); -inf -> +0, NaN -> NaN.
+// ISAs without the pair path use exp itself (2 ulp). worst: the largest error as a multiple
+// of the bound.
+TEST_P(VecMath, ExpForBf16WithinItsBound) {
+    std::vector<float> x;
+    for (double v = -110.0; v <= 88.5; v += 3e-4) x.push_back(float(v));
+    for (int e = 1; e <= 40; ++e)  // around 0, from both sides
+        for (float s : {-1.0f, 1.0f}) x.push_back(s * std::ldexp(1.3f, -e));
+    std::vector<float> y(x.size());
+    attn::kernels::kernel_table_for(GetParam().isa)->exp_for_bf16_array(x.data(), y.data(),
+                                                                        int64_t(x.size()));
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double want = std::exp(double(x[i]));
+        const double bound = 3.0e-6 + 7.5e-8 * std::fabs(double(x[i]));
+        if (want > double(std::numeric_limits<float>::max())) {
+            EXPECT_EQ(y[i], std::numeric_limits<float>::infinity()) << "x = " << x[i];
+        } else if (x[i] < -104.0f) {
+            EXPECT_EQ(y[i], 0.0f) << "x = " << x[i];
+        } else if (want < std::ldexp(1.0, -126)) {
+            EXPECT_LE(std::fabs(double(y[i]) - want), bound * want + std::ldexp(1.0, -150))
+                << "x = " << x[i];
+        } else {
+            const double e = std::fabs(double(y[i]) / want - 1.0) / bound;
+            if (e > worst) {
+                worst = e;
+                worst_x = x[i];
+            }
+        }
+    }
+    RecordProperty("worst_of_bound", std::to_string(worst));
+    EXPECT_LE(worst, 1.0) << "worst at x = " << worst_x;
+    EXPECT_GT(worst, 0.0);
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> special = {-inf, inf, std::numeric_limits<float>::quiet_NaN(), 0.0f,
+                                  -0.0f, -1e30f, 1e30f};
+    attn::kernels::kernel_table_for(GetParam().isa)
+        ->exp_for_bf16_array(special.data(), special.data(), int64_t(special.size()));
+    EXPECT_EQ(special[0], 0.0f);
+    EXPECT_EQ(special[1], inf);
+    EXPECT_TRUE(std::isnan(special[2]));
+    EXPECT_EQ(special[3], 1.0f);
+    EXPECT_EQ(special[4], 1.0f);
+    EXPECT_EQ(special[5], 0.0f);
+    EXPECT_EQ(special[6], inf);
 }
 
 // tanh (the softcap's): at most 3 ulp against std::tanh in double over [-20, 20] (where it

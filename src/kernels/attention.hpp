@@ -38,7 +38,7 @@ namespace attention_detail {
 template <class Arch>
 struct scratch_layout {
     int64_t q_tile, scores, o_tile, row_max, row_sum, rescale, prev_max, sum_lanes, tile_lanes,
-        score_max, k_panels, v_tile, total;
+        score_max, key_factors, k_panels, v_tile, total;
     scratch_layout(int64_t dim_qk, int64_t dim_v) {
         using blk = attention_blocking<Arch>;
         const int64_t dv_pad = round_up(dim_v, lanes<Arch>);
@@ -58,6 +58,7 @@ struct scratch_layout {
         sum_lanes = take(blk::br * lanes<Arch>);   // l of row r, lane-wise
         tile_lanes = take(blk::br * lanes<Arch>);  // rowsum P of this key tile, lane-wise
         score_max = take(blk::br * lanes<Arch>);
+        key_factors = take(blk::bc + 32);  // the scores policy's per-key factors of a tile
         k_panels = take(blk::bc * dim_qk);
         v_tile = take(blk::bc * dv_pad);
         total = at;
@@ -260,14 +261,23 @@ void pv_tile_f32(const attention_tile &t, int64_t j0, int64_t cols, const float 
 // How a tile's scores are formed, the one part of the tile loop that depends on the compute
 // type: f32 products here (Q scaled and widened into the q region, K packed in f32 panels);
 // attention_bf16.hpp has the bf16-pair one. load_q fills the scratch's q region for the tile;
-// tile writes S = scale Q K^T for keys j0 .. j0+cols-1 (see tile_scores_for); pv adds P V
-// (see pv_tile_f32; s may be overwritten).
+// tile writes S = scale Q K^T for keys j0 .. j0+cols-1 (see tile_scores_for) and may leave
+// per-key factors of the tile in key_factors (bc + 32 floats) for exp_row; exp_row turns row
+// r's scores into P in the form pv reads (exp_tile_row: f32, 0 outside the visible keys) and
+// returns their lane-wise sum; exp is the same exponential, for the weights; pv adds P V (see
+// pv_tile_f32; s may be overwritten).
 template <class Arch>
 struct f32_scores {
+    using fbatch = xsimd::batch<float, Arch>;
     static void load_q(const attention_tile &t, float *q_region) { load_scaled_q<Arch>(t, q_region); }
     static bool tile(const attention_tile &t, const float *q_region, int64_t j0, int64_t cols,
-                     float *s, float *k_buf, float *score_max) {
+                     float *s, float *k_buf, float *score_max, float * /*key_factors*/) {
         return tile_scores_for<Arch>(t, q_region, j0, cols, s, k_buf, score_max);
+    }
+    static fbatch exp(const fbatch &x) { return kernels::exp<Arch>(x); }
+    static fbatch exp_row(const attention_tile &t, float *s_row, key_range seen, float m,
+                          int64_t r, int64_t j0, int64_t cols, const float * /*key_factors*/) {
+        return exp_tile_row<Arch>(s_row, seen, m, t, r, j0, cols);
     }
     static void pv(const attention_tile &t, int64_t j0, int64_t cols, float *s, float *o,
                    int64_t dv_pad, const float *rescale, float *v_buf) {
@@ -317,6 +327,7 @@ void attention_forward_tile_with(const attention_tile &t) {
     float *l_lanes = t.scratch + at.sum_lanes;
     float *tile_lanes = t.scratch + at.tile_lanes;
     float *score_max = t.scratch + at.score_max;
+    float *key_factors = t.scratch + at.key_factors;
     const int64_t dv_pad = round_up(t.dim_v, W);
     constexpr int nr = panel_keys<Arch>;
 
@@ -336,8 +347,9 @@ void attention_forward_tile_with(const attention_tile &t) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
 
         // S = (scale Q) K^T for this tile, and its row maxima over whole panels
-        const bool maxima =
-            Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, score_max) && cols % nr == 0;
+        const bool maxima = Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, score_max,
+                                         key_factors) &&
+                            cols % nr == 0;
 
         // online softmax: m' = max(m, rowmax S), P = exp(S - m'), sum P
         for (int64_t r = 0; r < t.rows; ++r) {
@@ -352,18 +364,10 @@ void attention_forward_tile_with(const attention_tile &t) {
                 tile_max = reduce_max<Arch>(fbatch::load_aligned(score_max + r * W));
             if (tile_max == neg_inf) tile_max = finish_score_row<Arch>(t, r, s_row, seen, mask_row, j0);
             const float m_new = running_max<Arch>(m[r], tile_max);
-            int64_t from = 0, to = 0;  // the vectors holding P; zero elsewhere
             m_prev[r] = m[r];
-            fbatch sum(0.0f);
-            if (m_new != neg_inf) {  // else nothing visible yet: P = 0, O stays 0
-                sum = exp_scores_row<Arch>(s_row, seen, m_new, t, r, j0);
-                from = seen.lo / W * W;
-                to = seen.hi > seen.lo ? round_up(seen.hi, W) : from;
-                m[r] = m_new;
-            }
-            sum.store_aligned(tile_lanes + r * W);
-            for (int64_t c = 0; c < from; c += W) fbatch(0.0f).store_aligned(s_row + c);
-            for (int64_t c = to; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
+            if (m_new != neg_inf) m[r] = m_new;  // else nothing visible yet: P = 0, O stays 0
+            Scores::exp_row(t, s_row, seen, m_new, r, j0, cols, key_factors)
+                .store_aligned(tile_lanes + r * W);
         }
         // rescale = e^(m - m') (1 while nothing is visible), for W rows at once; then
         // l = l rescale + sum P, lane-wise per row
@@ -421,7 +425,8 @@ void attention_weights_tile_with(const attention_tile &t, float *weights, int64_
     }
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
-        Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, t.scratch + at.score_max);
+        Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, t.scratch + at.score_max,
+                     t.scratch + at.key_factors);
         for (int64_t r = 0; r < t.rows; ++r) {
             float *s_row = s + r * blk::bc;
             float *w_row = weights + r * weights_ld + j0;
@@ -434,7 +439,7 @@ void attention_weights_tile_with(const attention_tile &t, float *weights, int64_
             for (int64_t c = 0; c < seen.lo; ++c) w_row[c] = 0.0f;
             int64_t c = seen.lo / W * W;
             for (; c < seen.hi; c += W) {
-                const fbatch p = kernels::exp<Arch>(fbatch::load_aligned(s_row + c) - shift) / sum;
+                const fbatch p = Scores::exp(fbatch::load_aligned(s_row + c) - shift) / sum;
                 if (c >= seen.lo && c + W <= cols) {
                     p.store_unaligned(w_row + c);
                 } else {  // a vector cut by the window's left edge or the tile's end

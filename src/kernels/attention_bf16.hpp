@@ -4,8 +4,10 @@
 // q and k stored in bf16 these are the exact products of the stored values summed in f32, as
 // attn.h's numerics ask; f32 and f16 inputs come here only under ATTN_FPMATH_BF16, rounded to
 // bf16 once when Q is loaded and K packed. The scale multiplies S in f32 (Q is not scaled in
-// bf16, which would round again). The softmax, P V and the output stay in f32. K and V in
-// their pair layouts: attention_pack_pairs.hpp.
+// bf16, which would round again). P = e^(S - m) is rounded to bf16 for P V (as attn.h
+// allows when V is bf16 or under ATTN_FPMATH_BF16), which VDPBF16PS sums in f32; the running
+// maxima and sums and the output stay in f32. K and V in their pair layouts:
+// attention_pack_pairs.hpp.
 // Needs -mavx512bf16: included only by src/kernels/arch/avx512_bf16.cpp.
 #pragma once
 
@@ -107,19 +109,44 @@ void tile_scores_pairs(const attention_tile &t, int64_t j0, const uint32_t *q, i
         }
 }
 
-// p16[0 .. 32) = p[0 .. 32) rounded to bf16; Scaled: times p_scale[c] first where p[c] is
-// not 0 (a hidden key's P stays 0 whatever its scale). p16 may be p's own bytes (the writes
-// trail the reads).
-template <bool Scaled>
-inline void round_p(const float *p, const float *p_scale, uint16_t *p16) {
-    __m512 x0 = _mm512_load_ps(p), x1 = _mm512_load_ps(p + 16);
-    if constexpr (Scaled) {
-        const __m512 zero = _mm512_setzero_ps();
-        x0 = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x0, zero, _CMP_NEQ_UQ), x0, _mm512_loadu_ps(p_scale));
-        x1 = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x1, zero, _CMP_NEQ_UQ), x1,
-                                 _mm512_loadu_ps(p_scale + 16));
+// Row r's P over the keys j0 .. j0+cols-1 of a tile as bf16, in place of its scores (its bf16
+// values at (uint16_t *)s_row, round_up(cols, 32) of them): e^(S - m) (exp_for_bf16) over the
+// vectors holding the visible columns, times the dropout factors when t drops, times
+// p_scale[c] when given where P is not 0 (a hidden key's P stays 0 whatever its scale), then
+// rounded to bf16; 0 in every other column, and everywhere while nothing is visible (m =
+// -inf). Returns the lane-wise sum of P before dropout and scales. The writes trail the reads.
+template <class Arch>
+xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, key_range seen,
+                                        float m, int64_t r, int64_t j0, int64_t cols,
+                                        const float *p_scale) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    uint16_t *p16 = reinterpret_cast<uint16_t *>(s_row);
+    const __m256i zeros = _mm256_setzero_si256();
+    fbatch sum(0.0f);
+    int64_t from = 0, to = 0;  // the vectors holding P
+    if (m != -std::numeric_limits<float>::infinity()) {
+        from = seen.lo / W * W;
+        to = seen.hi > seen.lo ? attention_detail::round_up(seen.hi, W) : from;
     }
-    _mm512_storeu_si512(p16, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+    for (int64_t c = 0; c < from; c += W) _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), zeros);
+    const fbatch shift(m);
+    const uint32_t key = t.dropout_keys ? t.dropout_keys[r] : 0;
+    for (int64_t c = from; c < to; c += W) {
+        fbatch p = exp_for_bf16<Arch>(fbatch::load_aligned(s_row + c) - shift);
+        sum += p;
+        if (t.dropout_keys)
+            p = attention_detail::apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold,
+                                                      t.dropout_keep);
+        __m512 x = p;
+        if (p_scale)
+            x = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ), x,
+                                    _mm512_load_ps(p_scale + c));
+        _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), (__m256i)_mm512_cvtneps_pbh(x));
+    }
+    const int64_t p_cols = attention_detail::round_up(cols, 32);
+    for (int64_t c = to; c < p_cols; c += W) _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), zeros);
+    return sum;
 }
 
 // The V pair rows for keys j0 .. j0+cols-1 of a tile: the driver's packed pairs when it
@@ -209,30 +236,19 @@ inline void pv_block_pairs_any(int rows, int vectors, const uint32_t *p, int64_t
                                        rescale);
 }
 
-// O = O * rescale + P V for the keys j0 .. j0+cols-1 of a tile, with P rounded to bf16 (in
-// place in s: row r's bf16 values at (uint16_t *)(s + r * bc)) and V from bf16 pair rows.
-// p_scale given: V is t.v's codes, each key's scale (p_scale[c] for key j0 + c) folded into P
-// where P is not 0. The keys a row block shares go in pairs; a key hidden from a row is never
-// read for it, so an odd last shared key and each row's further keys near the causal
-// diagonal are added one by one from V's rows (widened), with the same bf16 P.
+// O = O * rescale + P V for the keys j0 .. j0+cols-1 of a tile, with P in bf16 (exp_row_pairs:
+// row r's values at (uint16_t *)(s + r * bc)) and V from bf16 pair rows; codes: V is t.v's
+// codes (each key's scale is in P). The keys a row block shares go in pairs; a key hidden
+// from a row is never read for it, so an odd last shared key and each row's further keys near
+// the causal diagonal are added one by one from V's rows (widened), with the same bf16 P.
 template <class Arch>
-void pv_tile_pairs(const attention_tile &t, const float *p_scale, int64_t j0, int64_t cols,
-                   float *s, float *o, int64_t dv_pad, const float *rescale, float *v_buf) {
+void pv_tile_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols, float *s,
+                   float *o, int64_t dv_pad, const float *rescale, float *v_buf) {
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
-    // P -> bf16, 32 at a time, front to back in place (the writes trail the reads)
-    const int64_t p_cols = (cols + 31) / 32 * 32;  // within bc; zero past each row's keys
-    for (int64_t r = 0; r < t.rows; ++r) {
-        float *row = s + r * blk::bc;
-        uint16_t *p16 = reinterpret_cast<uint16_t *>(row);
-        if (p_scale)
-            for (int64_t c = 0; c < p_cols; c += 32) round_p<true>(row + c, p_scale + c, p16 + c);
-        else
-            for (int64_t c = 0; c < p_cols; c += 32) round_p<false>(row + c, nullptr, p16 + c);
-    }
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
     const int64_t ldp = blk::bc;  // P rows stay bc floats (32-bit words) apart
-    const v_pair_rows vp = tile_v_pairs<Arch>(t, p_scale != nullptr, j0, cols, dv_pad, v_buf);
+    const v_pair_rows vp = tile_v_pairs<Arch>(t, codes, j0, cols, dv_pad, v_buf);
     const uint16_t *v_pairs = vp.pairs;
     const int64_t ldv = vp.ld;
     // the pairs of keys every row of a block sees (both keys of a pair in its shared range)
@@ -251,7 +267,7 @@ void pv_tile_pairs(const attention_tile &t, const float *p_scale, int64_t j0, in
         }
     }
     // each row's keys outside its block's shared pairs, one at a time from the stored rows
-    const kv_rows v = p_scale ? t.v.codes() : t.v;
+    const kv_rows v = codes ? t.v.codes() : t.v;
     for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
         const int64_t rr = t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o;
         const key_range shared = attention_detail::shared_columns(t, r0, r0 + rr, j0, cols);
@@ -294,7 +310,7 @@ inline void column_scales(const attention_tile &t, int64_t j0, int64_t n, float 
 }
 
 // V's scale of the tile's keys j0 + c for c < cols rounded up to a group of 32 (0 past cols):
-// the factors folded into P for a quantized cache's codes.
+// the factors folded into P for a quantized cache's codes (bc + 32 floats at most).
 inline void value_scales(const attention_tile &t, int64_t j0, int64_t cols, float *out) {
     key_scales(t.v, j0, (cols + 31) / 32 * 32, j0 + cols, 1.0f, out);
 }
@@ -312,11 +328,13 @@ const uint16_t *tile_k_pairs(const attention_tile &t, int64_t j0, int64_t panels
 
 // The scores policy of the tile loop (attention_detail::f32_scores is the f32 one): the q
 // region holds the tile's Q rows as bf16 pairs [rows][pairs], unscaled; K comes from the
-// head's bf16 panels (t.k_pairs) or is packed now into the k region. Codes: K and V are a
-// quantized cache with a scale a row, paired as their codes (kv_rows::codes), each key's K
-// scale applied to its scores with the softmax scale and its V scale folded into P.
+// head's bf16 panels (t.k_pairs) or is packed now into the k region; P is formed in bf16
+// (exp_row_pairs, with exp_for_bf16). Codes: K and V are a quantized cache with a scale a
+// row, paired as their codes (kv_rows::codes), each key's K scale applied to its scores with
+// the softmax scale and its V scale (left by tile in key_factors) folded into P.
 template <class Arch, bool Codes = false>
 struct bf16_scores {
+    using fbatch = xsimd::batch<float, Arch>;
     static void load_q(const attention_tile &t, float *q_region) {
         uint32_t *q = reinterpret_cast<uint32_t *>(q_region);
         const int64_t pairs = pairs_of(t.dim_qk);
@@ -326,27 +344,26 @@ struct bf16_scores {
         }
     }
     static bool tile(const attention_tile &t, const float *q_region, int64_t j0, int64_t cols,
-                     float *s, float *k_buf, float *score_max) {
+                     float *s, float *k_buf, float *score_max, float *key_factors) {
         using blk = attention_blocking<Arch>;
         constexpr int nr = panel_keys<Arch>;
         const int64_t panels = (cols + nr - 1) / nr, pairs = pairs_of(t.dim_qk);
         const uint16_t *k_at = tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
         alignas(64) float col_scale[blk::bc];
         column_scales<Codes>(t, j0, panels * nr, col_scale);
+        if (Codes) value_scales(t, j0, cols, key_factors);
         tile_scores_pairs<Arch>(t, j0, reinterpret_cast<const uint32_t *>(q_region), pairs, t.rows,
                                 k_at, panels, col_scale, s, score_max);
         return true;
     }
+    static fbatch exp(const fbatch &x) { return exp_for_bf16<Arch>(x); }
+    static fbatch exp_row(const attention_tile &t, float *s_row, key_range seen, float m,
+                          int64_t r, int64_t j0, int64_t cols, const float *key_factors) {
+        return exp_row_pairs<Arch>(t, s_row, seen, m, r, j0, cols, Codes ? key_factors : nullptr);
+    }
     static void pv(const attention_tile &t, int64_t j0, int64_t cols, float *s, float *o,
                    int64_t dv_pad, const float *rescale, float *v_buf) {
-        if constexpr (Codes) {
-            using blk = attention_blocking<Arch>;
-            alignas(64) float p_scale[blk::bc + 32];  // whole groups of 32 keys
-            value_scales(t, j0, cols, p_scale);
-            pv_tile_pairs<Arch>(t, p_scale, j0, cols, s, o, dv_pad, rescale, v_buf);
-        } else {
-            pv_tile_pairs<Arch>(t, nullptr, j0, cols, s, o, dv_pad, rescale, v_buf);
-        }
+        pv_tile_pairs<Arch>(t, Codes, j0, cols, s, o, dv_pad, rescale, v_buf);
     }
 };
 

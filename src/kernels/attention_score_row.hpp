@@ -178,5 +178,26 @@ xsimd::batch<float, Arch> exp_scores_row(float *s_row, key_range cols, float m,
     return sum;
 }
 
+// Row r's P over the keys j0 .. j0+cols-1 of a tile, as f32 in place of its scores: e^(S - m)
+// in the vectors holding the visible columns (exp_scores_row), 0 in every other vector up to
+// cols; with nothing visible yet (m = -inf) all 0. Returns the lane-wise sum of P.
+template <class Arch>
+xsimd::batch<float, Arch> exp_tile_row(float *s_row, key_range seen, float m,
+                                       const attention_tile &t, int64_t r, int64_t j0,
+                                       int64_t cols) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    fbatch sum(0.0f);
+    int64_t from = 0, to = 0;  // the vectors holding P
+    if (m != -std::numeric_limits<float>::infinity()) {
+        sum = exp_scores_row<Arch>(s_row, seen, m, t, r, j0);
+        from = seen.lo / W * W;
+        to = seen.hi > seen.lo ? round_up(seen.hi, W) : from;
+    }
+    for (int64_t c = 0; c < from; c += W) fbatch(0.0f).store_aligned(s_row + c);
+    for (int64_t c = to; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
+    return sum;
+}
+
 }  // namespace attention_detail
 ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE

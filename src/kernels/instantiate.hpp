@@ -40,6 +40,7 @@ kernel_table make_kernel_table(const char *isa_name) {
     t.gemm_micro_kernel = &gemm_micro_kernel<Arch>;
     t.exp_array = &exp_array<Arch>;
     t.exp2_array = &exp2_array<Arch>;
+    t.exp_for_bf16_array = &exp_for_bf16_array<Arch>;
     t.tanh_array = &tanh_array<Arch>;
     t.softmax_rows = &softmax_rows<Arch>;
     // --- convert ---

@@ -76,8 +76,10 @@ struct kernel_table {
                                     int64_t ldc, int64_t n_r);
     // y[i] = exp(x[i]) with the kernels' exp (vec_math.hpp); x == y allowed.
     void (*exp_array)(const float *x, float *y, int64_t count);
-    // y[i] = 2^x[i] with the kernels' exp2 (the fused attention's softmax); x == y allowed.
+    // y[i] = 2^x[i] with the kernels' exp2; x == y allowed.
     void (*exp2_array)(const float *x, float *y, int64_t count);
+    // y[i] = e^x[i] to 3e-6 relative: the pair paths' softmax, whose P is rounded to bf16.
+    void (*exp_for_bf16_array)(const float *x, float *y, int64_t count);
     // y[i] = tanh(x[i]) with the kernels' tanh (the softcap); x == y allowed.
     void (*tanh_array)(const float *x, float *y, int64_t count);
     // Row softmax (softmax.hpp) of `rows` rows, reference semantics; x == y allowed.

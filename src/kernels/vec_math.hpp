@@ -240,6 +240,34 @@ ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch
     }
 }
 
+// ---- exp for P rounded to bf16 -------------------------------------------------------------
+// e^x = 2^(x log2 e) to within 3.0e-6 + 7.5e-8 |x| relative (the polynomial's error, and
+// the rounding of x log2 e and of log2 e itself: 4.5e-6 at |x| = 20, where P is already
+// below 2^-28), for the pair paths' P, which is rounded to bf16 (a relative half unit of 2^-9) before P V:
+// several hundred times finer than that rounding, and the row sums formed from the same
+// values carry it unchanged. 2^f on [0, 1) is a degree-4 polynomial with p(0) = 1 (fitted
+// for relative error; 2.98e-6 in float evaluation), so e^0 = 1 exactly: the row's largest
+// score gives P = 1. Four multiply-adds
+// fewer than exp's, and no clamping: vreduceps takes the fraction and vscalefps applies the
+// power of two with one rounding (subnormal results rounded, not flushed; -inf gives +0, NaN
+// stays NaN). Without AVX-512 (no pair path there) it is exp itself.
+template <class Arch>
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp_for_bf16(const xsimd::batch<float, Arch> &x) {
+    using fbatch = xsimd::batch<float, Arch>;
+    if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        const fbatch y = x * fbatch(1.44269504088896341f);
+        const fbatch f(_mm512_reduce_ps(y, 0x09));  // y - floor(y), as in exp2
+        fbatch p(1.3426385e-2f);
+        p = xsimd::fma(p, f, fbatch(5.2242957e-2f));
+        p = xsimd::fma(p, f, fbatch(2.4127997e-1f));
+        p = xsimd::fma(p, f, fbatch(6.9304490e-1f));
+        p = xsimd::fma(p, f, fbatch(1.0f));
+        return fbatch(_mm512_scalef_ps(p, y));
+    } else {
+        return exp<Arch>(x);
+    }
+}
+
 // ---- tanh ---------------------------------------------------------------------------------
 // The score softcap, c tanh(s / c). Two pieces, split at |x| = 0.625:
 //   |x| <  0.625: tanh x = x + x^3 g(x^2), g of degree 4 the weighted least-squares fit of
@@ -286,8 +314,8 @@ void map_array(const float *x, float *y, int64_t count, F f) {
     }
 }
 
-// y = exp(x) and y = 2^x elementwise: the backward's exp, and the tests' window on both
-// functions on every ISA through the kernel table.
+// y = exp(x), 2^x and exp_for_bf16(x) elementwise: the backward's exp, and the tests' window
+// on the functions on every ISA through the kernel table.
 template <class Arch>
 void exp_array(const float *x, float *y, int64_t count) {
     map_array<Arch>(x, y, count, [](const xsimd::batch<float, Arch> &v) { return exp<Arch>(v); });
@@ -296,6 +324,12 @@ void exp_array(const float *x, float *y, int64_t count) {
 template <class Arch>
 void exp2_array(const float *x, float *y, int64_t count) {
     map_array<Arch>(x, y, count, [](const xsimd::batch<float, Arch> &v) { return exp2<Arch>(v); });
+}
+
+template <class Arch>
+void exp_for_bf16_array(const float *x, float *y, int64_t count) {
+    map_array<Arch>(x, y, count,
+                    [](const xsimd::batch<float, Arch> &v) { return exp_for_bf16<Arch>(v); });
 }
 
 // y = tanh(x) elementwise: the softcap's tanh, for the tests (and the backward's softcap).

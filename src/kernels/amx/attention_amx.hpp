@@ -183,6 +183,7 @@ inline void add_key(float p, const kv_rows &v, int64_t j, int64_t dim_v, float *
 template <class Arch, class Tiles, bool Codes = false>
 struct tile_scores {
     using pairs_policy = attention_bf16_detail::bf16_scores<Arch, Codes>;
+    using fbatch = xsimd::batch<float, Arch>;
 
     // bf16 rows of an even dim are their pairs already: copied, not built pair by pair
     static void load_q(const attention_tile &t, float *q_region) {
@@ -194,7 +195,7 @@ struct tile_scores {
     }
 
     static bool tile(const attention_tile &t, const float *q_region, int64_t j0, int64_t cols,
-                     float *s, float *k_buf, float *score_max) {
+                     float *s, float *k_buf, float *score_max, float *key_factors) {
         using blk = attention_blocking<Arch>;
         constexpr int nr = panel_keys<Arch>;
         constexpr int W = lanes<Arch>;
@@ -202,6 +203,7 @@ struct tile_scores {
         const uint16_t *k_at = attention_bf16_detail::tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
         alignas(64) float col_scale[blk::bc];
         attention_bf16_detail::column_scales<Codes>(t, j0, panels * nr, col_scale);
+        if (Codes) attention_bf16_detail::value_scales(t, j0, cols, key_factors);
         const uint32_t *q = reinterpret_cast<const uint32_t *>(q_region);
         const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
         for (int64_t r = 0; r < t.rows; ++r) _mm512_store_ps(score_max + r * W, neg_inf);
@@ -216,6 +218,13 @@ struct tile_scores {
                 scale_and_max(rr, vectors, col_scale + p * nr, s_at, blk::bc, score_max + r0 * W);
             }
         return true;
+    }
+
+    // P in bf16 as on the pair path, its V scales (Codes) left by tile in key_factors
+    static fbatch exp(const fbatch &x) { return pairs_policy::exp(x); }
+    static fbatch exp_row(const attention_tile &t, float *s_row, key_range seen, float m,
+                          int64_t r, int64_t j0, int64_t cols, const float *key_factors) {
+        return pairs_policy::exp_row(t, s_row, seen, m, r, j0, cols, key_factors);
     }
 
     static void pv(const attention_tile &t, int64_t j0, int64_t cols, float *s, float *o,
@@ -255,17 +264,6 @@ void tile_scores<Arch, Tiles, Codes>::pv(const attention_tile &t, int64_t j0, in
                                          const float *rescale, float *v_buf) {
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
-    alignas(64) float p_scale[blk::bc + 32];  // Codes: V's scale a key, folded into P
-    if (Codes) attention_bf16_detail::value_scales(t, j0, cols, p_scale);
-    // P -> bf16, 32 at a time, front to back in place (the writes trail the reads), over
-    // the 32-key spans holding the row's visible keys: nothing else of the row is read
-    for (int64_t r = 0; r < t.rows; ++r) {
-        float *row = s + r * blk::bc;
-        uint16_t *p16 = reinterpret_cast<uint16_t *>(row);
-        const key_range own = attention_detail::tile_columns(t, r, j0, cols);
-        for (int64_t c = own.lo / 32 * 32; c < own.hi; c += 32)
-            attention_bf16_detail::round_p<Codes>(row + c, Codes ? p_scale + c : nullptr, p16 + c);
-    }
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
     const attention_bf16_detail::v_pair_rows vp =
         attention_bf16_detail::tile_v_pairs<Arch>(t, Codes, j0, cols, dv_pad, v_buf);
