@@ -168,6 +168,25 @@ v_pair_rows tile_v_pairs(const attention_tile &t, bool codes, int64_t j0, int64_
     return {packed, ld * 2};
 }
 
+// o_row[0 .. dv_pad) += p * V key j of a tile from its pair row (pair row j / 2 at v_pairs +
+// (j / 2) * ldv bf16): the key's half of each 32-bit word (the low half for an even key, the
+// high for an odd one) widened exactly, one fused multiply-add an element. The keys a row
+// takes alone (edge keys beside the pairs a row block shares), with the values the pairs
+// hold, whatever the format they were packed from; the other key of the pair is not read.
+template <class Arch>
+inline void add_key_pairs(float p, const uint16_t *v_pairs, int64_t ldv, int64_t j,
+                          int64_t dv_pad, float *o_row) {
+    constexpr int W = lanes<Arch>;
+    const uint32_t *words = reinterpret_cast<const uint32_t *>(v_pairs + (j / 2) * ldv);
+    const __m512 pv = _mm512_set1_ps(p);
+    const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+    for (int64_t c = 0; c < dv_pad; c += W) {
+        const __m512i w = _mm512_loadu_si512(words + c);
+        const __m512i x = j % 2 != 0 ? _mm512_and_si512(w, high) : _mm512_slli_epi32(w, 16);
+        _mm512_store_ps(o_row + c, _mm512_fmadd_ps(pv, _mm512_castsi512_ps(x), _mm512_load_ps(o_row + c)));
+    }
+}
+
 // c[Rows x N*W] = c (times rescale[r], when given) + sum over x < count of A(r, x) B(x) on bf16
 // pairs, summed in f32 by VDPBF16PS: A(r, x) the 32-bit word a[r * a_rs + x * a_xs] (a pair of
 // row r), B(x) the pair row at b + x * ldb words, its N vectors side by side. The products of
@@ -240,7 +259,8 @@ inline void pv_block_pairs_any(int rows, int vectors, const uint32_t *p, int64_t
 // row r's values at (uint16_t *)(s + r * bc)) and V from bf16 pair rows; codes: V is t.v's
 // codes (each key's scale is in P). The keys a row block shares go in pairs; a key hidden
 // from a row is never read for it, so an odd last shared key and each row's further keys near
-// the causal diagonal are added one by one from V's rows (widened), with the same bf16 P.
+// the causal diagonal are added one by one from their halves of the pair rows, with the same
+// bf16 P.
 template <class Arch>
 void pv_tile_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols, float *s,
                    float *o, int64_t dv_pad, const float *rescale, float *v_buf) {
@@ -266,8 +286,7 @@ void pv_tile_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols
                 rescale + r0);
         }
     }
-    // each row's keys outside its block's shared pairs, one at a time from the stored rows
-    const kv_rows v = codes ? t.v.codes() : t.v;
+    // each row's keys outside its block's shared pairs, one at a time from their pair rows
     for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
         const int64_t rr = t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o;
         const key_range shared = attention_detail::shared_columns(t, r0, r0 + rr, j0, cols);
@@ -276,15 +295,9 @@ void pv_tile_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols
         for (int64_t r = r0; r < r0 + rr; ++r) {
             const key_range own = attention_detail::tile_columns(t, r, j0, cols);
             const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
-            float *o_row = o + r * dv_pad;
             auto add_key = [&](int64_t j) {
-                const float p = convert::bf16_to_f32(p16[j]);
-                float v_row[row_chunk];
-                for (int64_t d0 = 0; d0 < t.dim_v; d0 += row_chunk) {
-                    const int64_t n = t.dim_v - d0 < row_chunk ? t.dim_v - d0 : row_chunk;
-                    v.values(j0 + j, d0, n, v_row);
-                    for (int64_t d = 0; d < n; ++d) o_row[d0 + d] += p * v_row[d];
-                }
+                add_key_pairs<Arch>(convert::bf16_to_f32(p16[j]), v_pairs, ldv, j, dv_pad,
+                                    o + r * dv_pad);
             };
             // the keys before the paired range and after it, not a pass over the paired ones
             for (int64_t j = own.lo; j < (own.hi < paired_lo ? own.hi : paired_lo); ++j) add_key(j);

@@ -161,22 +161,6 @@ inline void scale_and_max(int64_t rows, int vectors, const float *col_scale, flo
     }
 }
 
-// o_row[0 .. dim_v) += p * V row j (its format's values: widened exactly, or dequantized with
-// its scales), for the keys a row takes alone (at most two a row range). One fused
-// multiply-add an element for every format, written as such: xsimd's fma on avx512f is
-// a * b + c, fused or not as the compiler contracts (not at -O1), so a vector loop for the
-// 16-bit and f32 rows beside this one would give an f32 cache and a quantized cache of the
-// same values different bits.
-inline void add_key(float p, const kv_rows &v, int64_t j, int64_t dim_v, float *o_row) {
-    float v_row[attention_bf16_detail::row_chunk];
-    for (int64_t d0 = 0; d0 < dim_v; d0 += attention_bf16_detail::row_chunk) {
-        const int64_t n = dim_v - d0 < attention_bf16_detail::row_chunk ? dim_v - d0
-                                                                         : attention_bf16_detail::row_chunk;
-        v.values(j, d0, n, v_row);
-        for (int64_t d = 0; d < n; ++d) o_row[d0 + d] = std::fma(p, v_row[d], o_row[d0 + d]);
-    }
-}
-
 // The scores policy of attention_forward_tile_with: Q as bf16 pairs [rows][pairs] (as the
 // pair path's load_q forms them), S and P V on tiles. Codes: K and V are a quantized cache's
 // codes, their scales outside the products (as bf16_scores<Arch, true> takes them).
@@ -231,22 +215,24 @@ struct tile_scores {
                    int64_t dv_pad, const float *rescale, float *v_buf);
 
     // o_row += P V over the keys [a, b) of row r's tile columns (P in bf16 in row r of s).
-    static void rest_of_row(const attention_tile &t, int64_t j0, const float *s, int64_t r,
+    static void rest_of_row(const attention_tile &t, const float *s, int64_t r,
                             int64_t a, int64_t b, const uint16_t *v_pairs, int64_t ldv,
                             float *o_row) {
         using blk = attention_blocking<Arch>;
         constexpr int W = lanes<Arch>;
         if (b <= a) return;
         const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
-        const kv_rows v = Codes ? t.v.codes() : t.v;  // the rows P's factors go with
-        auto single = [&](int64_t j) { add_key(convert::bf16_to_f32(p16[j]), v, j0 + j, t.dim_v, o_row); };
+        const int64_t vectors = attention_detail::round_up(t.dim_v, W) / W;
+        auto single = [&](int64_t j) {
+            attention_bf16_detail::add_key_pairs<Arch>(convert::bf16_to_f32(p16[j]), v_pairs, ldv,
+                                                       j, vectors * W, o_row);
+        };
         const int64_t pa = (a + 1) / 2, pb = b / 2;
         if (pb <= pa) {
             for (int64_t j = a; j < b; ++j) single(j);
             return;
         }
         const float unit = 1.0f;
-        const int64_t vectors = attention_detail::round_up(t.dim_v, W) / W;
         for (int64_t c0 = 0; c0 < vectors; c0 += 4)
             attention_bf16_detail::pv_block_pairs_any<Arch, 1, 4>(
                 1, static_cast<int>(vectors - c0 < 4 ? vectors - c0 : 4),
@@ -295,9 +281,9 @@ void tile_scores<Arch, Tiles, Codes>::pv(const attention_tile &t, int64_t j0, in
         for (int64_t r = r0; r < r0 + rr; ++r) {
             const key_range own = attention_detail::tile_columns(t, r, j0, cols);
             if (own.lo >= tiled_lo && own.hi <= tiled_hi) continue;  // all on the tiles
-            rest_of_row(t, j0, s, r, own.lo, own.hi < tiled_lo ? own.hi : tiled_lo, v_pairs, ldv,
+            rest_of_row(t, s, r, own.lo, own.hi < tiled_lo ? own.hi : tiled_lo, v_pairs, ldv,
                         o + r * dv_pad);
-            rest_of_row(t, j0, s, r, own.lo > tiled_hi ? own.lo : tiled_hi, own.hi, v_pairs, ldv,
+            rest_of_row(t, s, r, own.lo > tiled_hi ? own.lo : tiled_hi, own.hi, v_pairs, ldv,
                         o + r * dv_pad);
         }
     }
