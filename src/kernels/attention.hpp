@@ -274,7 +274,7 @@ struct f32_scores {
                      float *s, float *k_buf, float *score_max, float * /*key_factors*/) {
         return tile_scores_for<Arch>(t, q_region, j0, cols, s, k_buf, score_max);
     }
-    static fbatch exp(const fbatch &x) { return kernels::exp<Arch>(x); }
+    static fbatch exp(const fbatch &x) { return softmax_exp<Arch>(x); }
     static fbatch exp_row(const attention_tile &t, float *s_row, key_range seen, float m,
                           int64_t r, int64_t j0, int64_t cols, const float * /*key_factors*/) {
         return exp_tile_row<Arch>(s_row, seen, m, t, r, j0, cols);
