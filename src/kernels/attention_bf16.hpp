@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_pack_pairs.hpp"
@@ -132,18 +133,24 @@ xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, k
     for (int64_t c = 0; c < from; c += W) _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), zeros);
     const fbatch shift(m);
     const uint32_t key = t.dropout_keys ? t.dropout_keys[r] : 0;
-    for (int64_t c = from; c < to; c += W) {
-        fbatch p = exp_for_bf16<Arch>(fbatch::load_aligned(s_row + c) - shift);
-        sum += p;
-        if (t.dropout_keys)
-            p = attention_detail::apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold,
-                                                      t.dropout_keep);
-        __m512 x = p;
-        if (p_scale)
-            x = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ), x,
-                                    _mm512_load_ps(p_scale + c));
-        _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), (__m256i)_mm512_cvtneps_pbh(x));
-    }
+    auto span = [&](auto dropout, auto scaled) {  // one loop per case, no test in it
+        for (int64_t c = from; c < to; c += W) {
+            fbatch p = exp_for_bf16<Arch>(fbatch::load_aligned(s_row + c) - shift);
+            sum += p;
+            if constexpr (decltype(dropout)::value)
+                p = attention_detail::apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold,
+                                                          t.dropout_keep);
+            __m512 x = p;
+            if constexpr (decltype(scaled)::value)
+                x = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ), x,
+                                        _mm512_load_ps(p_scale + c));
+            _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), (__m256i)_mm512_cvtneps_pbh(x));
+        }
+    };
+    using yes = std::true_type;
+    using no = std::false_type;
+    if (t.dropout_keys) p_scale ? span(yes{}, yes{}) : span(yes{}, no{});
+    else p_scale ? span(no{}, yes{}) : span(no{}, no{});
     const int64_t p_cols = attention_detail::round_up(cols, 32);
     for (int64_t c = to; c < p_cols; c += W) _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), zeros);
     return sum;
