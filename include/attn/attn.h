@@ -400,7 +400,9 @@ attn_status attn_sdpa_f32(attn_context *ctx, const attn_sdpa_desc *d,
  * attn_sdpa_f32 is this call restricted to three F32 types (any other type there:
  * ATTN_INVALID_ARGUMENT naming the field). Numerics with 16-bit inputs: scores are the exact products of the stored values
  * summed in f32; softmax in f32; P may be rounded to bf16 before P V only when V is bf16 or
- * under ATTN_FPMATH_BF16 (a quantized V: see attn_sdpa_desc); the output accumulates in f32 and is rounded once to out_type.
+ * under ATTN_FPMATH_BF16 (a quantized V: see attn_sdpa_desc), and where it is, P's exponential
+ * may be taken to 3e-6 relative (the bf16 rounding that follows is up to 2e-3) with the row
+ * sums formed from the same values; the output accumulates in f32 and is rounded once to out_type.
  * Against a float64 computation on the same stored inputs the error is at most twice that
  * of a plain 16-bit computation (inputs as stored, products summed in f32, output rounded
  * once), plus a few units in the last place. */
