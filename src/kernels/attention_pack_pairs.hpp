@@ -59,10 +59,6 @@ inline void row_pairs(const void *row, attn_dtype t, int64_t dim, uint32_t *pair
 
 inline int64_t pairs_of(int64_t dim) { return (dim + 1) / 2; }
 
-// Elements of a stored row widened at a time, on the stack, where a kernel adds a key's V row
-// one element at a time.
-inline constexpr int64_t row_chunk = 64;
-
 // Elements c, c + 1 of a row as one pair word (0 past dim).
 template <class Reader>
 inline uint32_t pair_word(const Reader &row, int64_t c, int64_t dim) {

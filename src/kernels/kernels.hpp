@@ -76,7 +76,7 @@ struct kernel_table {
                                     int64_t ldc, int64_t n_r);
     // y[i] = exp(x[i]) with the kernels' exp (vec_math.hpp); x == y allowed.
     void (*exp_array)(const float *x, float *y, int64_t count);
-    // y[i] = 2^x[i] with the kernels' exp2; x == y allowed.
+    // y[i] = 2^x[i] with the kernels' exp2 (the f32 softmax's); x == y allowed.
     void (*exp2_array)(const float *x, float *y, int64_t count);
     // y[i] = e^x[i] to 3e-6 relative: the pair paths' softmax, whose P is rounded to bf16.
     void (*exp_for_bf16_array)(const float *x, float *y, int64_t count);
