@@ -125,11 +125,8 @@ xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, k
     uint16_t *p16 = reinterpret_cast<uint16_t *>(s_row);
     const __m256i zeros = _mm256_setzero_si256();
     fbatch sum(0.0f);
-    int64_t from = 0, to = 0;  // the vectors holding P
-    if (m != -std::numeric_limits<float>::infinity()) {
-        from = seen.lo / W * W;
-        to = seen.hi > seen.lo ? attention_detail::round_up(seen.hi, W) : from;
-    }
+    const key_range held = attention_detail::p_vectors<Arch>(seen, m);
+    const int64_t from = held.lo, to = held.hi;
     for (int64_t c = 0; c < from; c += W) _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), zeros);
     const fbatch shift(m);
     const uint32_t key = t.dropout_keys ? t.dropout_keys[r] : 0;
@@ -187,11 +184,14 @@ inline void add_key_pairs(float p, const uint16_t *v_pairs, int64_t ldv, int64_t
     const uint32_t *words = reinterpret_cast<const uint32_t *>(v_pairs + (j / 2) * ldv);
     const __m512 pv = _mm512_set1_ps(p);
     const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
-    for (int64_t c = 0; c < dv_pad; c += W) {
-        const __m512i w = _mm512_loadu_si512(words + c);
-        const __m512i x = j % 2 != 0 ? _mm512_and_si512(w, high) : _mm512_slli_epi32(w, 16);
-        _mm512_store_ps(o_row + c, _mm512_fmadd_ps(pv, _mm512_castsi512_ps(x), _mm512_load_ps(o_row + c)));
-    }
+    auto add = [&](auto half) {  // half: the key's bf16 of each word as an f32's bits
+        for (int64_t c = 0; c < dv_pad; c += W) {
+            const __m512 x = _mm512_castsi512_ps(half(_mm512_loadu_si512(words + c)));
+            _mm512_store_ps(o_row + c, _mm512_fmadd_ps(pv, x, _mm512_load_ps(o_row + c)));
+        }
+    };
+    if (j % 2 != 0) add([&](__m512i w) { return _mm512_and_si512(w, high); });
+    else add([](__m512i w) { return _mm512_slli_epi32(w, 16); });
 }
 
 // c[Rows x N*W] = c (times rescale[r], when given) + sum over x < count of A(r, x) B(x) on bf16
@@ -335,6 +335,15 @@ inline void value_scales(const attention_tile &t, int64_t j0, int64_t cols, floa
     key_scales(t.v, j0, (cols + 31) / 32 * 32, j0 + cols, 1.0f, out);
 }
 
+// A tile's per-key factors: col_scale for the scores of `panels` panels (column_scales) and,
+// for a quantized cache's codes, V's scales into key_factors (value_scales) for its P.
+template <class Arch, bool Codes>
+inline void tile_factors(const attention_tile &t, int64_t j0, int64_t cols, int64_t panels,
+                         float *col_scale, float *key_factors) {
+    column_scales<Codes>(t, j0, panels * panel_keys<Arch>, col_scale);
+    if (Codes) value_scales(t, j0, cols, key_factors);
+}
+
 // The K pair panels of the tile's keys from j0 on: the head's (t.k_pairs), or `panels` of them
 // packed now into k_buf (of K's codes for a quantized cache's codes).
 template <class Arch, bool Codes>
@@ -370,8 +379,7 @@ struct bf16_scores {
         const int64_t panels = (cols + nr - 1) / nr, pairs = pairs_of(t.dim_qk);
         const uint16_t *k_at = tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
         alignas(64) float col_scale[blk::bc];
-        column_scales<Codes>(t, j0, panels * nr, col_scale);
-        if (Codes) value_scales(t, j0, cols, key_factors);
+        tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
         tile_scores_pairs<Arch>(t, j0, reinterpret_cast<const uint32_t *>(q_region), pairs, t.rows,
                                 k_at, panels, col_scale, s, score_max);
         return true;

@@ -186,6 +186,16 @@ xsimd::batch<float, Arch> exp_scores_row(float *s_row, key_range cols, float m,
     return sum;
 }
 
+// The vectors of a tile row that hold P, as columns [lo, hi) in whole vectors: those of the
+// visible columns `seen`, none while nothing is visible (m = -inf).
+template <class Arch>
+inline key_range p_vectors(key_range seen, float m) {
+    constexpr int W = lanes<Arch>;
+    if (m == -std::numeric_limits<float>::infinity()) return {0, 0};
+    const int64_t from = seen.lo / W * W;
+    return {from, seen.hi > seen.lo ? round_up(seen.hi, W) : from};
+}
+
 // Row r's P over the keys j0 .. j0+cols-1 of a tile, as f32 in place of its scores: e^(S - m)
 // in the vectors holding the visible columns (exp_scores_row), 0 in every other vector up to
 // cols; with nothing visible yet (m = -inf) all 0. Returns the lane-wise sum of P.
@@ -195,15 +205,10 @@ xsimd::batch<float, Arch> exp_tile_row(float *s_row, key_range seen, float m,
                                        int64_t cols) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
-    fbatch sum(0.0f);
-    int64_t from = 0, to = 0;  // the vectors holding P
-    if (m != -std::numeric_limits<float>::infinity()) {
-        sum = exp_scores_row<Arch>(s_row, seen, m, t, r, j0);
-        from = seen.lo / W * W;
-        to = seen.hi > seen.lo ? round_up(seen.hi, W) : from;
-    }
-    for (int64_t c = 0; c < from; c += W) fbatch(0.0f).store_aligned(s_row + c);
-    for (int64_t c = to; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
+    const key_range held = p_vectors<Arch>(seen, m);
+    const fbatch sum = held.hi > held.lo ? exp_scores_row<Arch>(s_row, seen, m, t, r, j0) : fbatch(0.0f);
+    for (int64_t c = 0; c < held.lo; c += W) fbatch(0.0f).store_aligned(s_row + c);
+    for (int64_t c = held.hi; c < cols; c += W) fbatch(0.0f).store_aligned(s_row + c);
     return sum;
 }
 

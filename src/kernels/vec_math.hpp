@@ -219,14 +219,24 @@ ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2_fraction(const xsimd::batch<fl
 }
 }  // namespace detail
 
+namespace detail {
+// 2^x on AVX-512 from 2^f, f = x - floor(x), given by `fraction`: f by vreduceps (imm 0x09:
+// round down, no precision exception; f = 0 for +-inf, so -inf yields p(0) * 2^-inf = +0),
+// 2^floor(x) applied by vscalefps with one rounding.
+template <class Arch, class Fraction>
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2_by_parts(const xsimd::batch<float, Arch> &x,
+                                                           Fraction fraction) {
+    using fbatch = xsimd::batch<float, Arch>;
+    const fbatch f(_mm512_reduce_ps(x, 0x09));
+    return fbatch(_mm512_scalef_ps(fraction(f), x));
+}
+}  // namespace detail
+
 template <class Arch>
 ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch> &x) {
     using fbatch = xsimd::batch<float, Arch>;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        // f = x - floor(x) (imm 0x09: round down, no precision exception); vreduceps gives
-        // f = 0 for +-inf, so -inf yields p(0) * 2^-inf = +0.
-        const fbatch f(_mm512_reduce_ps(x, 0x09));
-        return fbatch(_mm512_scalef_ps(detail::exp2_fraction<Arch>(f), x));
+        return detail::exp2_by_parts<Arch>(x, [](const fbatch &f) { return detail::exp2_fraction<Arch>(f); });
     } else {
         // Common case, -126 <= x <= 126: 2^floor(x) is a normal float built from its exponent
         // bits. (NaN takes this path too and stays NaN.)
@@ -241,28 +251,26 @@ ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch
 }
 
 // ---- exp for P rounded to bf16 -------------------------------------------------------------
-// e^x = 2^(x log2 e) to within 3.0e-6 + 7.5e-8 |x| relative (the polynomial's error, and
-// the rounding of x log2 e and of log2 e itself: 4.5e-6 at |x| = 20, where P is already
-// below 2^-28), for the pair paths' P, which is rounded to bf16 (a relative half unit of 2^-9) before P V:
-// several hundred times finer than that rounding, and the row sums formed from the same
-// values carry it unchanged. 2^f on [0, 1) is a degree-4 polynomial with p(0) = 1 (fitted
-// for relative error; 2.98e-6 in float evaluation), so e^0 = 1 exactly: the row's largest
-// score gives P = 1. Four multiply-adds
-// fewer than exp's, and no clamping: vreduceps takes the fraction and vscalefps applies the
-// power of two with one rounding (subnormal results rounded, not flushed; -inf gives +0, NaN
-// stays NaN). Without AVX-512 (no pair path there) it is exp itself.
+// e^x = 2^(x log2 e) to within 3.0e-6 + 7.5e-8 |x| relative (the polynomial's error, and the
+// rounding of x log2 e and of log2 e itself: 4.5e-6 at |x| = 20, where P is already below
+// 2^-28), for the pair paths' P, which is rounded to bf16 (a relative half unit of 2^-9) before
+// P V: several hundred times finer than that rounding, and the row sums formed from the same
+// values carry it unchanged. exp2's way (exp2_by_parts) with 2^f on [0, 1) a degree-4
+// polynomial with p(0) = 1 (fitted for relative error; 2.98e-6 in float evaluation), so e^0 = 1
+// exactly: the row's largest score gives P = 1. Four multiply-adds fewer than exp's, and no
+// clamping (subnormal results rounded, not flushed; -inf gives +0, NaN stays NaN). Without
+// AVX-512 (no pair path there) it is exp itself.
 template <class Arch>
 ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp_for_bf16(const xsimd::batch<float, Arch> &x) {
     using fbatch = xsimd::batch<float, Arch>;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        const fbatch y = x * fbatch(1.44269504088896341f);
-        const fbatch f(_mm512_reduce_ps(y, 0x09));  // y - floor(y), as in exp2
-        fbatch p(1.3426385e-2f);
-        p = xsimd::fma(p, f, fbatch(5.2242957e-2f));
-        p = xsimd::fma(p, f, fbatch(2.4127997e-1f));
-        p = xsimd::fma(p, f, fbatch(6.9304490e-1f));
-        p = xsimd::fma(p, f, fbatch(1.0f));
-        return fbatch(_mm512_scalef_ps(p, y));
+        return detail::exp2_by_parts<Arch>(x * fbatch(1.44269504088896341f), [](const fbatch &f) {
+            fbatch p(1.3426385e-2f);
+            p = xsimd::fma(p, f, fbatch(5.2242957e-2f));
+            p = xsimd::fma(p, f, fbatch(2.4127997e-1f));
+            p = xsimd::fma(p, f, fbatch(6.9304490e-1f));
+            return xsimd::fma(p, f, fbatch(1.0f));
+        });
     } else {
         return exp<Arch>(x);
     }

@@ -186,8 +186,7 @@ struct tile_scores {
         const int64_t panels = (cols + nr - 1) / nr, pairs = pairs_of(t.dim_qk);
         const uint16_t *k_at = attention_bf16_detail::tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
         alignas(64) float col_scale[blk::bc];
-        attention_bf16_detail::column_scales<Codes>(t, j0, panels * nr, col_scale);
-        if (Codes) attention_bf16_detail::value_scales(t, j0, cols, key_factors);
+        attention_bf16_detail::tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
         const uint32_t *q = reinterpret_cast<const uint32_t *>(q_region);
         const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
         for (int64_t r = 0; r < t.rows; ++r) _mm512_store_ps(score_max + r * W, neg_inf);
