@@ -122,7 +122,25 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
     } else if (l.fold) {  // the codes' dot products; the scale after the sum
         for (int64_t d = 0; d < dim; d += W)
             step(d, [&](int k, int64_t c) { return raw_vector<Arch, E>(key[k].p, c); });
-    } else if (l.by_group) {  // a scale (and zero point) per group of whole vectors
+    } else if (RP == 1 && l.by_group && !l.zeros) {  // one row, a scale per group: the
+        // group's dot product, then its scale (with more rows the scaled vector serves them all)
+        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi)
+#pragma GCC unroll 16
+            for (int k = 0; k < KEYS; ++k) {
+                fbatch part[RP];
+                const fbatch x0 = raw_vector<Arch, E>(key[k].p, g0);
+#pragma GCC unroll 4
+                for (int r = 0; r < RP; ++r) part[r] = fbatch::load_unaligned(q[r] + g0) * x0;
+                for (int64_t d = g0 + W; d < g0 + group; d += W) {
+                    const fbatch x = raw_vector<Arch, E>(key[k].p, d);
+#pragma GCC unroll 4
+                    for (int r = 0; r < RP; ++r) part[r] = xsimd::fma(fbatch::load_unaligned(q[r] + d), x, part[r]);
+                }
+                const fbatch sk(key[k].sc[gi]);
+#pragma GCC unroll 4
+                for (int r = 0; r < RP; ++r) acc[r * KEYS + k] = xsimd::fma(part[r], sk, acc[r * KEYS + k]);
+            }
+    } else if (l.by_group) {  // a scale and zero point per group of whole vectors
         for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
             fbatch sk[KEYS], zk[KEYS];
             for (int k = 0; k < KEYS; ++k) {
@@ -255,12 +273,14 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 }
 
 // How a V vector meets its scale: folded into P (one scale per row, no zero point; E4M3 read
-// as 2^-8 of its values, 2^8 in P too), per group of whole vectors, by the row reader (any
-// other layout), or by 4-bit tables (spans of 32 in pairs, decode_widen).
-enum pv_scaling { pv_folded, pv_e4m3, pv_by_group, pv_by_reader, pv_nibbles };
+// as 2^-8 of its values, 2^8 in P too), into P per group of whole vectors (one row, no zero
+// point), per group of whole vectors (else), by the row reader (any other layout), or by 4-bit
+// tables (spans of 32 in pairs, decode_widen).
+enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_by_group, pv_by_reader, pv_nibbles };
 
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
-// group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
+// group gi[i]) and i < N (pv_group_scaled: the codes times p and their group's scale, p s once
+// a key, row and vector); with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
 // of the span of vectors v0 + 2 m, v0 + 2 m + 1. An E4M3 row with a bit in nan_rows read exactly.
 template <class Arch, class E, int R, int N, pv_scaling S, int NV>
 __attribute__((always_inline)) inline void
@@ -289,6 +309,16 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
                     }
                 }
             }
+        } else if constexpr (S == pv_group_scaled) {
+#pragma GCC unroll 16
+            for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) {
+                const float pr = p[r * ldp + c];
+#pragma GCC unroll 16
+                for (int i = 0; i < N; ++i) acc[r][i] = xsimd::fma(fbatch(pr * vc.sc[gi[i]]), x[i], acc[r][i]);
+            }
+            continue;
         } else if constexpr (S == pv_by_group) {
 #pragma GCC unroll 16
             for (int i = 0; i < N; ++i) {
@@ -370,6 +400,8 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
         pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc);
     else if (l.fold)
         pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc);
+    else if (R == 1 && l.by_group && !l.zeros)  // (with more rows the scaled vector serves them all)
+        pv_keys<Arch, E, R, NV, pv_group_scaled>(l, val, n, p, ldp, v0, gi, 0, acc);
     else if (l.by_group)
         pv_keys<Arch, E, R, NV, pv_by_group>(l, val, n, p, ldp, v0, gi, 0, acc);
     else
