@@ -2,8 +2,9 @@
 // models: one query row per head, H32 over 8 KV heads, D128, B = 1, on the highest SIMD level,
 // and over 32 KV heads (one query row per KV head: no reuse of a dequantized vector):
 //   decode_quantized/simd/<isa>/threads:{1,2}/H32_KV<KV>_Lk<L>_D128_<cache>
-//   (KV, L) in {(8, 4096), (8, 16384), (32, 4096)}; cache: bf16, I8_row (int8, one scale per row), I4_g32 and U4_g32
-//   (4-bit, a scale per 32 elements; U4 with zero points), FP8_E4M3_row.
+//   (KV, L) in {(8, 4096), (8, 16384), (32, 4096)}; cache: bf16, I8_row (int8, one scale per row),
+//   I8_g32 (int8, a scale per 32 elements: llama.cpp's q8_0), I4_g32 and U4_g32 (4-bit, a scale
+//   per 32 elements; U4 with zero points), FP8_E4M3_row.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
 // call: compare with machine/read_bw_decode of the same run, and each cache with bf16.
 // Prefill over the same caches (bf16 queries, bf16 output, H8 L2048 D128, not causal) on the
@@ -109,6 +110,7 @@ bool register_decode_quantized() {
     if (isas.empty()) return false;
     const quantized_cache caches[] = {{"bf16", ATTN_DTYPE_BF16, 0, false},
                                       {"I8_row", ATTN_DTYPE_I8, 0, false},
+                                      {"I8_g32", ATTN_DTYPE_I8, 32, false},
                                       {"I4_g32", ATTN_DTYPE_I4, 32, false},
                                       {"U4_g32", ATTN_DTYPE_U4, 32, true},
                                       {"FP8_E4M3_row", ATTN_DTYPE_FP8_E4M3, 0, false}};
