@@ -78,6 +78,7 @@ void corpus_softmax_convert_merge(attn_context *ctx, record &rec);
 void corpus_sdpa_f32(attn_context *ctx, record &rec);
 void corpus_sdpa_typed(attn_context *ctx, record &rec);
 void corpus_sdpa_backward(attn_context *ctx, record &rec);
+void corpus_sdpa_quantized(attn_context *ctx, record &rec);
 void corpus_mha(attn_context *ctx, record &rec);
 
 }  // namespace attn_fingerprint

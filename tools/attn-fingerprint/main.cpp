@@ -39,6 +39,7 @@ record run_corpus(attn_context *ctx) {
     corpus_sdpa_f32(ctx, rec);
     corpus_sdpa_typed(ctx, rec);
     corpus_sdpa_backward(ctx, rec);
+    corpus_sdpa_quantized(ctx, rec);
     corpus_mha(ctx, rec);
     return rec;
 }
