@@ -7,7 +7,8 @@
 //           accumulators), summed across their lanes all at once (transpose_sum_inlined);
 //   P V:    o[r] += p[r][c] v_c over a few vectors of dim_v at a time, o in registers.
 // One scale per row without zero points is folded: one multiply per score for K, into P for V
-// (P times the sub-block's scales once, so that the products broadcast from memory). On
+// (P times the sub-block's scales once, so that the products broadcast from memory); for one
+// row, a scale per group too: once per group's dot product (K), into P per vector (V). On
 // AVX-512, 4-bit codes are read through 16-entry tables (each group's scale and zero point in
 // its table) and E4M3 codes through f16 with 2^8 folded into the scale (decode_widen.hpp;
 // V rows whose scale times 2^9 would overflow are read exactly instead).
