@@ -123,23 +123,14 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
     } else if (l.fold) {  // the codes' dot products; the scale after the sum
         for (int64_t d = 0; d < dim; d += W)
             step(d, [&](int k, int64_t c) { return raw_vector<Arch, E>(key[k].p, c); });
-    } else if (RP == 1 && l.by_group && !l.zeros) {  // one row, a scale per group: the
-        // group's dot product, then its scale (with more rows the scaled vector serves them all)
-        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi)
+    } else if (RP == 1 && l.by_group && !l.zeros) {  // one row: the group's sum, then its scale
+        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi)  // (more rows share x s instead)
 #pragma GCC unroll 16
             for (int k = 0; k < KEYS; ++k) {
-                fbatch part[RP];
-                const fbatch x0 = raw_vector<Arch, E>(key[k].p, g0);
-#pragma GCC unroll 4
-                for (int r = 0; r < RP; ++r) part[r] = fbatch::load_unaligned(q[r] + g0) * x0;
-                for (int64_t d = g0 + W; d < g0 + group; d += W) {
-                    const fbatch x = raw_vector<Arch, E>(key[k].p, d);
-#pragma GCC unroll 4
-                    for (int r = 0; r < RP; ++r) part[r] = xsimd::fma(fbatch::load_unaligned(q[r] + d), x, part[r]);
-                }
-                const fbatch sk(key[k].sc[gi]);
-#pragma GCC unroll 4
-                for (int r = 0; r < RP; ++r) acc[r * KEYS + k] = xsimd::fma(part[r], sk, acc[r * KEYS + k]);
+                fbatch part = fbatch::load_unaligned(q[0] + g0) * raw_vector<Arch, E>(key[k].p, g0);
+                for (int64_t d = g0 + W; d < g0 + group; d += W)
+                    part = xsimd::fma(fbatch::load_unaligned(q[0] + d), raw_vector<Arch, E>(key[k].p, d), part);
+                acc[k] = xsimd::fma(part, fbatch(key[k].sc[gi]), acc[k]);
             }
     } else if (l.by_group) {  // a scale and zero point per group of whole vectors
         for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
