@@ -1,4 +1,4 @@
-// The corpus of attn_sdpa over quantized KV caches: each cache (a type and a granularity,
+// The corpus of attn_sdpa over quantized KV caches (cases named quantized_...): each cache (a type and a granularity,
 // quantized by attn_quantize from the case's f32 K and V) on a one-row decoding shape, a
 // grouped decoding shape (4 query heads a KV head) and a causal prefill with bf16 queries.
 #include <string>
@@ -51,7 +51,7 @@ void corpus_sdpa_quantized(attn_context *ctx, record &rec) {
     shapes.push_back({prefill, ATTN_DTYPE_BF16});
     for (const auto &[c, q_type] : shapes)
         for (const cache_kind &kind : kinds) {
-            rec.begin("attn_sdpa_quantized", c.name + "_" + kind.name);
+            rec.begin("attn_sdpa", "quantized_" + c.name + "_" + kind.name);
             problem p(c, q_type, ATTN_DTYPE_F32, q_type);
             const int64_t k_rows = p.k_elems / c.dim_qk, v_rows = p.v_elems / c.dim_v;
             const quantized k(ctx, kind, reinterpret_cast<const float *>(p.k.data()), k_rows, c.dim_qk);
