@@ -1,6 +1,7 @@
-// The corpus of attn_sdpa over quantized KV caches (cases named quantized_...): each cache (a type and a granularity,
-// quantized by attn_quantize from the case's f32 K and V) on a one-row decoding shape, a
-// grouped decoding shape (4 query heads a KV head) and a causal prefill with bf16 queries.
+// The corpus of attn_sdpa over quantized KV caches (its cases named quantized_...): each cache
+// (a type and a granularity, quantized by attn_quantize from the case's f32 K and V) on a
+// one-row decoding shape, a grouped decoding shape (4 query heads a KV head) and a causal
+// prefill with bf16 queries.
 #include <string>
 
 #include "problem.hpp"
@@ -65,8 +66,10 @@ void corpus_sdpa_quantized(attn_context *ctx, record &rec) {
             p.d.v_zero = kind.zeros ? v.zero.data() : nullptr;
             p.d.k_group = c.dim_qk / k.per_row;
             p.d.v_group = c.dim_v / v.per_row;
-            p.d.k_scale_strides = attn_layout{c.heads_kv * c.len_kv * k.per_row, c.len_kv * k.per_row, k.per_row};
-            p.d.v_scale_strides = attn_layout{c.heads_kv * c.len_kv * v.per_row, c.len_kv * v.per_row, v.per_row};
+            p.d.k_scale_strides = attn_layout{c.heads_kv * c.len_kv * k.per_row,
+                                              c.len_kv * k.per_row, k.per_row};
+            p.d.v_scale_strides = attn_layout{c.heads_kv * c.len_kv * v.per_row,
+                                              c.len_kv * v.per_row, v.per_row};
             rec.status(attn_sdpa(ctx, &p.d, p.q.data(), k.codes.data(), v.codes.data(), p.out.data()));
             p.record_outputs(rec);
             rec.end();
