@@ -7,8 +7,8 @@
 //           accumulators), summed across their lanes all at once (transpose_sum_inlined);
 //   P V:    o[r] += p[r][c] v_c over a few vectors of dim_v at a time, o in registers.
 // One scale per row without zero points is folded: one multiply per score for K, into P for V
-// (P times the sub-block's scales once, so that the products broadcast from memory); for one
-// row, a scale per group too: once per group's dot product (K), into P per vector (V). On
+// (P times the sub-block's scales once, so that the products broadcast from memory), and so is
+// a scale per group for one row (scale_once_per_group). On
 // AVX-512, 4-bit codes are read through 16-entry tables (each group's scale and zero point in
 // its table) and E4M3 codes through f16 with 2^8 folded into the scale (decode_widen.hpp;
 // V rows whose scale times 2^9 would overflow are read exactly instead).
@@ -56,6 +56,10 @@ struct quant_layout {
     bool e4m3;      // E4M3 folded on AVX-512: codes read as 2^-8 of their values, 2^8 in the scale
     bool channels;  // scales per channel (within a vector), the same for every key: folded into q
 };
+
+// One row, a scale per group, no zero points: the scale meets the group's dot product (K) or
+// P (V), not each widened vector (with more rows the scaled vector serves them all).
+inline bool scale_once_per_group(const quant_layout &l, int rows) { return rows == 1 && l.by_group && !l.zeros; }
 
 // q rows a pass reads reordered (decode_widen::deinterleave_pairs) or times the scales of the
 // channels are at most this long.
@@ -123,8 +127,8 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
     } else if (l.fold) {  // the codes' dot products; the scale after the sum
         for (int64_t d = 0; d < dim; d += W)
             step(d, [&](int k, int64_t c) { return raw_vector<Arch, E>(key[k].p, c); });
-    } else if (RP == 1 && l.by_group && !l.zeros) {  // one row: the group's sum, then its scale
-        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi)  // (more rows share x s instead)
+    } else if (scale_once_per_group(l, RP)) {  // the group's sum, then its scale
+        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi)
 #pragma GCC unroll 16
             for (int k = 0; k < KEYS; ++k) {
                 fbatch part = fbatch::load_unaligned(q[0] + g0) * raw_vector<Arch, E>(key[k].p, g0);
@@ -265,14 +269,12 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 }
 
 // How a V vector meets its scale: folded into P (one scale per row, no zero point; E4M3 read
-// as 2^-8 of its values, 2^8 in P too), into P per group of whole vectors (one row, no zero
-// point), per group of whole vectors (else), by the row reader (any other layout), or by 4-bit
-// tables (spans of 32 in pairs, decode_widen).
+// as 2^-8 of its values, 2^8 in P too), per group (into P: scale_once_per_group), by the row
+// reader (any other layout), or by 4-bit tables (spans of 32 in pairs, decode_widen).
 enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_by_group, pv_by_reader, pv_nibbles };
 
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
-// group gi[i]) and i < N (pv_group_scaled: the codes times p and their group's scale, p s once
-// a key, row and vector); with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
+// group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
 // of the span of vectors v0 + 2 m, v0 + 2 m + 1. An E4M3 row with a bit in nan_rows read exactly.
 template <class Arch, class E, int R, int N, pv_scaling S, int NV>
 __attribute__((always_inline)) inline void
@@ -305,11 +307,10 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
 #pragma GCC unroll 16
             for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
 #pragma GCC unroll 4
-            for (int r = 0; r < R; ++r) {
-                const float pr = p[r * ldp + c];
+            for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-                for (int i = 0; i < N; ++i) acc[r][i] = xsimd::fma(fbatch(pr * vc.sc[gi[i]]), x[i], acc[r][i]);
-            }
+                for (int i = 0; i < N; ++i)
+                    acc[r][i] = xsimd::fma(fbatch(p[r * ldp + c] * vc.sc[gi[i]]), x[i], acc[r][i]);
             continue;
         } else if constexpr (S == pv_by_group) {
 #pragma GCC unroll 16
@@ -392,7 +393,7 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
         pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc);
     else if (l.fold)
         pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc);
-    else if (R == 1 && l.by_group && !l.zeros)  // (with more rows the scaled vector serves them all)
+    else if (scale_once_per_group(l, R))
         pv_keys<Arch, E, R, NV, pv_group_scaled>(l, val, n, p, ldp, v0, gi, 0, acc);
     else if (l.by_group)
         pv_keys<Arch, E, R, NV, pv_by_group>(l, val, n, p, ldp, v0, gi, 0, acc);
