@@ -135,6 +135,38 @@ TEST_P(packed_strides_test, OneKeyRowAnyRowStride) {
     for (int i = 0; i < 16; ++i) EXPECT_EQ(out[size_t(i)], k[size_t(i % 8)]) << i;
 }
 
+// The same with a second sequence of no query and no key after it: its start is one past the
+// last row, so the largest row stride times that start overflowed int64 when its (unread) rows
+// were addressed (undefined behaviour, found by the fuzzer under UBSan). Sequence 0's output is
+// its one V row; backward, dq is zero (one key: the softmax is constant) and dv is dout summed.
+TEST_P(packed_strides_test, EmptyLastSequenceAnyRowStride) {
+    const std::vector<int32_t> starts = {0, 1, 1};
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 2, 2, 1, 1, 4);
+    d.heads_kv = 1;
+    d.q_start = d.kv_start = starts.data();
+    d.q = d.out = attn_layout{0, 4, INT64_MAX};  // [1 row, 2 heads, 4], any row stride
+    d.k = d.v = attn_layout{0, 4, INT64_MAX};    // [1 row, 1 head, 4]
+    const std::vector<float> q = {0.5f, -1.0f, 0.25f, 2.0f, 1.0f, 0.0f, -0.5f, 3.0f};
+    const std::vector<float> k = {1.0f, 2.0f, -1.0f, 0.5f}, v = {-2.0f, 0.75f, 4.0f, 1.5f};
+    std::vector<float> out(8, 7.0f), lse(2, 7.0f);
+    d.lse = lse.data();
+    ASSERT_EQ(attn_sdpa_f32(ctx(), &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK) << attn_last_error();
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(out[size_t(i)], v[size_t(i % 4)]) << i;
+    const std::vector<float> dout = {1.0f, 2.0f, 3.0f, 4.0f, -1.0f, 0.5f, 0.0f, 2.0f};
+    std::vector<float> dq(8, 7.0f), dk(4, 7.0f), dv(4, 7.0f);
+    d.lse = nullptr;
+    ASSERT_EQ(attn_sdpa_backward_f32(ctx(), &d, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(),
+                                     dq.data(), dk.data(), dv.data()),
+              ATTN_OK)
+        << attn_last_error();
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(dq[size_t(i)], 0.0f) << i;
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(dk[size_t(i)], 0.0f) << i;
+        EXPECT_EQ(dv[size_t(i)], dout[size_t(i)] + dout[size_t(i + 4)]) << i;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(all, packed_strides_test, testing::ValuesIn(attn_test::all_paths()), attn_test::path_name);
 
 }  // namespace

@@ -92,19 +92,26 @@ public:
     }
 
 private:
+    // The first packed row of sequence b (starts: q_start or kv_start). An empty sequence may
+    // start one past the last row, where the row stride times the start is bounded by no check
+    // (only rows that exist are) and could overflow int64; it has no row to address, so it is
+    // addressed at row 0.
+    static int64_t first_row(const int32_t *starts, int64_t b) {
+        return starts[b + 1] > starts[b] ? int64_t(starts[b]) : 0;
+    }
     int64_t query_at(const attn_layout &l, int64_t b, int64_t h, int64_t i) const {
-        return d_.q_start ? (d_.q_start[b] + i) * l.seq + h * l.head
+        return d_.q_start ? (first_row(d_.q_start, b) + i) * l.seq + h * l.head
                           : b * l.batch + h * l.head + i * l.seq;
     }
     int64_t key_at(const attn_layout &l, int64_t b, int64_t hk, int64_t j) const {
-        return d_.kv_start ? (d_.kv_start[b] + j) * l.seq + hk * l.head
+        return d_.kv_start ? (first_row(d_.kv_start, b) + j) * l.seq + hk * l.head
                            : b * l.batch + hk * l.head + j * l.seq;
     }
     // Sequence b's rows of a packed k or v, given the rows of kv head hk from packed row 0:
     // contiguous from the sequence's first packed row kv_start[b] (kv_start excludes paging),
     // its scales and zero points likewise (batch strides unused).
     kv_rows packed_rows(kv_rows r, const attn_layout &l, int64_t b) const {
-        const int64_t first = d_.kv_start[b];
+        const int64_t first = first_row(d_.kv_start, b);
         r.base = static_cast<const char *>(r.base) + element_offset_bytes(d_.kv_type, first * l.seq);
         r.scales.scale += first * r.scales.row_stride;
         if (r.scales.zero) r.scales.zero += first * r.scales.row_stride;
