@@ -472,6 +472,11 @@ bool decode_backward(FuzzedDataProvider &in, pool &p, value_source &src, call &c
     c.must_accept = valid && alias >= 2 && injective_rule(r.q) && injective_rule(r.k) && injective_rule(r.v);
     c.outputs = {dq, dk, dv, dsinks};
     if (d.dropout_p > 0.5f) c.compare = false;  // 1/(1-p) amplifies rounding beyond the tolerance
+    // An out that overlaps itself cannot hold the forward's output, as the backward asks: D =
+    // dO . O is then not the P's. The paths agree on D as read from out, but a row whose every
+    // score is -inf (a mask) with a sink has no gradient in the reference, while the fused
+    // path, given lse (the sink's, finite), takes dsink = -P_sink D from that out.
+    if (aliased_within(r.out)) c.compare = false;
     c.run = [&p, rp, d, dout, lse, dq, dk, dv, dsinks](attn_context *ctx) {
         const ragged &x = *rp;
         attn_sdpa_desc dd = with_pointers(d, x, p);
