@@ -456,7 +456,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         for (int64_t c = 0; c < n; ++c) {
             if constexpr (E::quantized) {
                 if (l.fold) scale[c] = val[c].sc[0];
-                if (l.fold && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
+                if (l.e4m3 && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
             }
             if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
                 if (l.e4m3 && decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) nan_rows |= uint64_t(1) << c;
