@@ -226,8 +226,13 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     const bool plain = dim_vec == dim && !l.e4m3;
     int64_t c = lo;
     for (; c + KEYS <= hi; c += KEYS) {
-        for (int64_t j = c + decode_prefetch_keys; ahead.on && j < c + decode_prefetch_keys + KEYS && j < hi; ++j)
-            ahead.fetch<Arch>(j0, j);
+        if (ahead.on && ahead.dense()) {  // K here, V in the P V pass
+            const int64_t f = c + decode_prefetch_keys;
+            ahead.fetch_k_span(f < hi ? f : hi, f + KEYS < hi ? f + KEYS : hi);
+        } else {
+            for (int64_t j = c + decode_prefetch_keys; ahead.on && j < c + decode_prefetch_keys + KEYS && j < hi; ++j)
+                ahead.fetch<Arch>(j0, j);
+        }
         row_reader<Arch, E> key[KEYS];
         keys.readers(c, KEYS, key);
         fbatch acc[W];
@@ -280,10 +285,11 @@ template <class Arch, class E, int R, int N, pv_scaling S, int NV>
 __attribute__((always_inline)) inline void
 pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
         int64_t ldp, int64_t v0, const int64_t *gi, uint64_t nan_rows,
-        xsimd::batch<float, Arch> (&acc)[R][NV]) {
+        xsimd::batch<float, Arch> (&acc)[R][NV], const v_prefetch &ahead = {}) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     for (int64_t c = 0; c < n; ++c) {
+        ahead.fetch(c);
         const row_reader<Arch, E> &vc = val[c];
         fbatch x[N];
         if constexpr (S == pv_folded) {
@@ -378,7 +384,7 @@ template <class Arch, class E, int R, int NV>
 __attribute__((always_inline)) inline void
 pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
            int64_t ldp, const float *ps, uint64_t nan_rows, int64_t group, float *o, int64_t ldo,
-           int64_t v0) {
+           int64_t v0, const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     fbatch acc[R][NV];
@@ -386,19 +392,19 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     int64_t gi[NV];  // the group of each vector (by_group)
     for (int i = 0; i < NV; ++i) gi[i] = l.by_group ? (v0 + i) * W / group : 0;
     if constexpr (!E::quantized)
-        pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc);
+        pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
     else if (l.nibbles)
-        pv_keys<Arch, E, R, NV, pv_nibbles>(l, val, n, l.fold ? ps : p, l.fold ? 64 : ldp, v0, gi, 0, acc);
+        pv_keys<Arch, E, R, NV, pv_nibbles>(l, val, n, l.fold ? ps : p, l.fold ? 64 : ldp, v0, gi, 0, acc, ahead);
     else if (l.e4m3)
-        pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc);
+        pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc, ahead);
     else if (l.fold)
-        pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc);
+        pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc, ahead);
     else if (scale_once_per_group(l, R))
-        pv_keys<Arch, E, R, NV, pv_group_scaled>(l, val, n, p, ldp, v0, gi, 0, acc);
+        pv_keys<Arch, E, R, NV, pv_group_scaled>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
     else if (l.by_group)
-        pv_keys<Arch, E, R, NV, pv_by_group>(l, val, n, p, ldp, v0, gi, 0, acc);
+        pv_keys<Arch, E, R, NV, pv_by_group>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
     else
-        pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc);
+        pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
     o_registers<Arch, R, NV>(false, l.nibbles, o, ldo, v0, acc);
 }
 
@@ -409,14 +415,14 @@ template <class Arch, class E, int R>
 __attribute__((always_inline)) inline void
 pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
         const float *p, int64_t ldp, const float *ps, uint64_t nan_rows, int64_t dim_v,
-        int64_t group, float *o, int64_t ldo) {
+        int64_t group, float *o, int64_t ldo, const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     constexpr int NV = attention_blocking<Arch>::nv;
     const int64_t vectors = dim_v / W;
     int64_t v0 = 0;
-    for (; v0 + NV <= vectors; v0 += NV)
-        pv_vectors<Arch, E, R, NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0);
+    for (; v0 + NV <= vectors; v0 += NV)  // (the rows ahead prefetched in the first pass)
+        pv_vectors<Arch, E, R, NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 == 0 ? ahead : v_prefetch{});
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
         fbatch one[R][1];
         for (int r = 0; r < R; ++r) one[r][0] = fbatch::load_unaligned(o + r * ldo + v0 * W);
@@ -446,6 +452,9 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     keys = keys < max_keys ? keys : max_keys;
     row_reader<Arch, E> val[max_keys];
     const row_walk<Arch, E> values(t.v, j0);
+    // dense rows: V rows decode_prefetch_keys ahead fetched key by key (the score pass fetched K)
+    const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0);
+    const bool fetch_v = ahead.on && ahead.dense();
     alignas(64) float ps[R][max_keys], scale[max_keys];
     for (int64_t k0 = lo; k0 < hi; k0 += keys) {
         const int64_t n = k0 + keys < hi ? keys : hi - k0;
@@ -468,8 +477,10 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         if (l.fold)  // p (s v) = (p s) v: the products p s as the old per-key ones, times 2^8 (E4M3)
             for (int r = 0; r < R; ++r)
                 for (int64_t c = 0; c < n; ++c) ps[r][c] = p[r * ldp + k0 + c] * scale[c] * unit;
+        v_prefetch vf;
+        if (fetch_v) vf = {ahead.v_row_address(k0 + decode_prefetch_keys), ahead.v_step, ahead.v_bytes};
         pv_sub_block<Arch, E, R>(l, val, n, p + k0, ldp, ps[0], nan_rows, dim_v, t.v.scales.group,
-                                 o, ldo);
+                                 o, ldo, vf);
     }
 }
 

@@ -85,6 +85,21 @@ struct row_prefetch {
             v_step = core::element_offset_bytes(v.type, v.ld);
         }
     }
+    // Whether both streams' rows are dense (each row's bytes its stride, found by stride): K is
+    // then prefetched as one span a block of keys (fetch_k_span) and V key by key inside the
+    // P V pass (v_lines), not both in a burst in the score pass.
+    bool dense() const { return k0 && k_step == k_bytes && v_step == v_bytes; }
+    // The lines of K rows j0 + [c0, c1) (dense rows).
+    __attribute__((always_inline)) void fetch_k_span(int64_t c0, int64_t c1) const {
+        if (c1 <= c0) return;
+        const uintptr_t first = reinterpret_cast<uintptr_t>(k0) + uintptr_t(c0 * k_step);
+        const uintptr_t end = reinterpret_cast<uintptr_t>(k0) + uintptr_t(c1 * k_step);
+        for (uintptr_t a = first & ~uintptr_t(63); a < end; a += 64)
+            attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
+    }
+    // Where V row j0 + c lives (dense rows), as an address: rows past the last are never read,
+    // only prefetched (which cannot fault).
+    uintptr_t v_row_address(int64_t c) const { return reinterpret_cast<uintptr_t>(v0) + uintptr_t(c * v_step); }
     template <class Arch>
     __attribute__((always_inline)) void fetch(int64_t j0, int64_t c) const {
         if (k0) {
@@ -94,6 +109,19 @@ struct row_prefetch {
             attention_detail::prefetch_row<Arch>(k.row(j0 + c), k.type, 0, dim_k);
             attention_detail::prefetch_row<Arch>(v.row(j0 + c), v.type, 0, dim_v);
         }
+    }
+};
+
+// V rows to prefetch inside the P V loop: key c's is the row of `bytes` at at + c * step
+// (at 0: none).
+struct v_prefetch {
+    uintptr_t at = 0;
+    int64_t step = 0, bytes = 0;
+    __attribute__((always_inline)) void fetch(int64_t c) const {
+        if (!at) return;
+        const uintptr_t row = at + uintptr_t(c * step);
+        for (uintptr_t a = row & ~uintptr_t(63); a < row + uintptr_t(bytes); a += 64)
+            attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
     }
 };
 
