@@ -8,11 +8,11 @@
 //   P V:    o[r] += p[r][c] v_c over a few vectors of dim_v at a time, o in registers.
 // One scale per row without zero points is folded: one multiply per score for K, into P for V
 // (P times the sub-block's scales once, so that the products broadcast from memory), and so is
-// a scale per group for one row (scale_once_per_group). On
-// AVX-512, 4-bit codes are read through 16-entry tables (each group's scale and zero point in
-// its table) and E4M3 codes through f16 with 2^8 folded into the scale (decode_widen.hpp;
-// V rows whose scale times 2^9 would overflow are read exactly instead).
-// K and V rows decode_prefetch_keys ahead are prefetched (decode_rows.hpp).
+// a scale per group for one row (scale_once_per_group). On AVX-512, 4-bit codes are read
+// through 16-entry tables (each group's scale and zero point in its table) and E4M3 codes through
+// f16 with 2^8 folded into the scale (decode_widen.hpp; V rows whose scale times 2^9 would
+// overflow are read exactly instead). K and V rows decode_prefetch_keys ahead are prefetched:
+// K's in the score pass, dense V rows' inside the P V loop (decode_rows.hpp).
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
@@ -219,20 +219,14 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
     }
     const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes were read without
-    // K and V rows decode_prefetch_keys ahead fetched meanwhile
+    // K rows decode_prefetch_keys ahead fetched meanwhile (and V's, where not dense)
     const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0);
     const row_walk<Arch, E> keys(t.k, j0);
     // the row's scores need no more than the lane sums (times the scales where folded)
     const bool plain = dim_vec == dim && !l.e4m3;
     int64_t c = lo;
     for (; c + KEYS <= hi; c += KEYS) {
-        if (ahead.on && ahead.dense()) {  // K here, V in the P V pass
-            const int64_t f = c + decode_prefetch_keys;
-            ahead.fetch_k_span(f < hi ? f : hi, f + KEYS < hi ? f + KEYS : hi);
-        } else {
-            for (int64_t j = c + decode_prefetch_keys; ahead.on && j < c + decode_prefetch_keys + KEYS && j < hi; ++j)
-                ahead.fetch<Arch>(j0, j);
-        }
+        ahead.fetch_scores<Arch>(j0, c + decode_prefetch_keys, c + decode_prefetch_keys + KEYS, hi);
         row_reader<Arch, E> key[KEYS];
         keys.readers(c, KEYS, key);
         fbatch acc[W];
@@ -285,7 +279,7 @@ template <class Arch, class E, int R, int N, pv_scaling S, int NV>
 __attribute__((always_inline)) inline void
 pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
         int64_t ldp, int64_t v0, const int64_t *gi, uint64_t nan_rows,
-        xsimd::batch<float, Arch> (&acc)[R][NV], const v_prefetch &ahead = {}) {
+        xsimd::batch<float, Arch> (&acc)[R][NV], const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     for (int64_t c = 0; c < n; ++c) {
@@ -420,13 +414,13 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
     constexpr int W = int(fbatch::size);
     constexpr int NV = attention_blocking<Arch>::nv;
     const int64_t vectors = dim_v / W;
-    int64_t v0 = 0;
-    for (; v0 + NV <= vectors; v0 += NV)  // (the rows ahead prefetched in the first pass)
-        pv_vectors<Arch, E, R, NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 == 0 ? ahead : v_prefetch{});
+    int64_t v0 = 0;  // (V rows ahead prefetched in the first pass over the keys only)
+    for (; v0 + NV <= vectors; v0 += NV)
+        pv_vectors<Arch, E, R, NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
         fbatch one[R][1];
         for (int r = 0; r < R; ++r) one[r][0] = fbatch::load_unaligned(o + r * ldo + v0 * W);
-        pv_keys<Arch, E, R, 1, pv_by_reader>(l, val, n, p, ldp, v0, nullptr, 0, one);
+        pv_keys<Arch, E, R, 1, pv_by_reader>(l, val, n, p, ldp, v0, nullptr, 0, one, v0 ? v_prefetch{} : ahead);
         for (int r = 0; r < R; ++r) one[r][0].store_unaligned(o + r * ldo + v0 * W);
     }
     for (int64_t d = vectors * W; d < dim_v; ++d)
@@ -442,8 +436,7 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
 template <class Arch, class E, int R>
 void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0, const float *p,
                      int64_t ldp, float *o, int64_t ldo, const float *rescale, int64_t keys) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = int(fbatch::size);
+    constexpr int W = int(xsimd::batch<float, Arch>::size);
     const int64_t dim_v = t.dim_v;
     const quant_layout lv = layout_of<Arch, E>(t.v, dim_v, 2 * W);
     for (int r = 0; r < R; ++r)
@@ -452,9 +445,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     keys = keys < max_keys ? keys : max_keys;
     row_reader<Arch, E> val[max_keys];
     const row_walk<Arch, E> values(t.v, j0);
-    // dense rows: V rows decode_prefetch_keys ahead fetched key by key (the score pass fetched K)
-    const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0);
-    const bool fetch_v = ahead.on && ahead.dense();
+    const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0);  // V rows ahead (dense rows)
     alignas(64) float ps[R][max_keys], scale[max_keys];
     for (int64_t k0 = lo; k0 < hi; k0 += keys) {
         const int64_t n = k0 + keys < hi ? keys : hi - k0;
@@ -477,10 +468,8 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         if (l.fold)  // p (s v) = (p s) v: the products p s as the old per-key ones, times 2^8 (E4M3)
             for (int r = 0; r < R; ++r)
                 for (int64_t c = 0; c < n; ++c) ps[r][c] = p[r * ldp + k0 + c] * scale[c] * unit;
-        v_prefetch vf;
-        if (fetch_v) vf = {ahead.v_row_address(k0 + decode_prefetch_keys), ahead.v_step, ahead.v_bytes};
         pv_sub_block<Arch, E, R>(l, val, n, p + k0, ldp, ps[0], nan_rows, dim_v, t.v.scales.group,
-                                 o, ldo, vf);
+                                 o, ldo, ahead.v_ahead(k0));
     }
 }
 

@@ -1,7 +1,9 @@
 // How the decode passes (attention_decode_quantized.hpp) find and fetch the K and V rows of a
 // block of keys: row_walk gives the row readers of consecutive keys by stride from the first
 // (paged rows through the addressing function, core/kv_rows.hpp), row_prefetch brings the rows
-// of keys ahead into cache, by stride where the rows are contiguous.
+// of keys ahead into cache: dense rows (a row's bytes its stride) K as one span a block of keys
+// in the score pass and V key by key inside the P V loop (v_prefetch), spread out rather than in
+// a burst; other rows both in the score pass, row by row.
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
@@ -62,6 +64,19 @@ struct row_walk {
     }
 };
 
+// V rows to prefetch inside the P V loop: key c's is the row of `bytes` at at + c * step
+// (at 0: none).
+struct v_prefetch {
+    uintptr_t at = 0;
+    int64_t step = 0, bytes = 0;
+    __attribute__((always_inline)) void fetch(int64_t c) const {
+        if (!at) return;
+        const uintptr_t row = at + uintptr_t(c * step);
+        for (uintptr_t a = row & ~uintptr_t(63); a < row + uintptr_t(bytes); a += 64)
+            attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
+    }
+};
+
 // Prefetches of the K and V rows of key j0 + c: by stride where the rows are contiguous (no
 // addressing function per key), through the block table where paged. Only where rows share
 // pages: rows a page apart each cost a TLB miss, and prefetching them made decoding slower.
@@ -85,21 +100,28 @@ struct row_prefetch {
             v_step = core::element_offset_bytes(v.type, v.ld);
         }
     }
-    // Whether both streams' rows are dense (each row's bytes its stride, found by stride): K is
-    // then prefetched as one span a block of keys (fetch_k_span) and V key by key inside the
-    // P V pass (v_lines), not both in a burst in the score pass.
     bool dense() const { return k0 && k_step == k_bytes && v_step == v_bytes; }
-    // The lines of K rows j0 + [c0, c1) (dense rows).
-    __attribute__((always_inline)) void fetch_k_span(int64_t c0, int64_t c1) const {
-        if (c1 <= c0) return;
-        const uintptr_t first = reinterpret_cast<uintptr_t>(k0) + uintptr_t(c0 * k_step);
-        const uintptr_t end = reinterpret_cast<uintptr_t>(k0) + uintptr_t(c1 * k_step);
-        for (uintptr_t a = first & ~uintptr_t(63); a < end; a += 64)
+    // The score pass's prefetches for keys j0 + [c0, c1) (none past hi): dense rows K's lines
+    // only, as one span; else K and V row by row.
+    template <class Arch>
+    __attribute__((always_inline)) void fetch_scores(int64_t j0, int64_t c0, int64_t c1, int64_t hi) const {
+        c1 = c1 < hi ? c1 : hi;
+        if (!on || c1 <= c0) return;
+        if (!dense()) {
+            for (int64_t c = c0; c < c1; ++c) fetch<Arch>(j0, c);
+            return;
+        }
+        const uintptr_t at = reinterpret_cast<uintptr_t>(k0), end = at + uintptr_t(c1 * k_step);
+        for (uintptr_t a = (at + uintptr_t(c0 * k_step)) & ~uintptr_t(63); a < end; a += 64)
             attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
     }
-    // Where V row j0 + c lives (dense rows), as an address: rows past the last are never read,
-    // only prefetched (which cannot fault).
-    uintptr_t v_row_address(int64_t c) const { return reinterpret_cast<uintptr_t>(v0) + uintptr_t(c * v_step); }
+    // The P V loop's for the keys from j0 + c0 (dense rows; else none): V rows
+    // decode_prefetch_keys ahead. (Rows past the last are prefetched, never read: a prefetch
+    // cannot fault.)
+    v_prefetch v_ahead(int64_t c0) const {
+        if (!on || !dense()) return {};
+        return {reinterpret_cast<uintptr_t>(v0) + uintptr_t((c0 + decode_prefetch_keys) * v_step), v_step, v_bytes};
+    }
     template <class Arch>
     __attribute__((always_inline)) void fetch(int64_t j0, int64_t c) const {
         if (k0) {
@@ -109,19 +131,6 @@ struct row_prefetch {
             attention_detail::prefetch_row<Arch>(k.row(j0 + c), k.type, 0, dim_k);
             attention_detail::prefetch_row<Arch>(v.row(j0 + c), v.type, 0, dim_v);
         }
-    }
-};
-
-// V rows to prefetch inside the P V loop: key c's is the row of `bytes` at at + c * step
-// (at 0: none).
-struct v_prefetch {
-    uintptr_t at = 0;
-    int64_t step = 0, bytes = 0;
-    __attribute__((always_inline)) void fetch(int64_t c) const {
-        if (!at) return;
-        const uintptr_t row = at + uintptr_t(c * step);
-        for (uintptr_t a = row & ~uintptr_t(63); a < row + uintptr_t(bytes); a += 64)
-            attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
     }
 };
 
