@@ -64,16 +64,20 @@ struct row_walk {
     }
 };
 
+// Each 64-byte line of the `bytes` at address `at`, once (an address past an array's end is
+// only prefetched, never read: a prefetch cannot fault).
+__attribute__((always_inline)) inline void prefetch_lines(uintptr_t at, int64_t bytes) {
+    for (uintptr_t a = at & ~uintptr_t(63); a < at + uintptr_t(bytes); a += 64)
+        attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
+}
+
 // V rows to prefetch inside the P V loop: key c's is the row of `bytes` at at + c * step
 // (at 0: none).
 struct v_prefetch {
     uintptr_t at = 0;
     int64_t step = 0, bytes = 0;
     __attribute__((always_inline)) void fetch(int64_t c) const {
-        if (!at) return;
-        const uintptr_t row = at + uintptr_t(c * step);
-        for (uintptr_t a = row & ~uintptr_t(63); a < row + uintptr_t(bytes); a += 64)
-            attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
+        if (at) prefetch_lines(at + uintptr_t(c * step), bytes);
     }
 };
 
@@ -111,15 +115,12 @@ struct row_prefetch {
             for (int64_t c = c0; c < c1; ++c) fetch<Arch>(j0, c);
             return;
         }
-        const uintptr_t at = reinterpret_cast<uintptr_t>(k0), end = at + uintptr_t(c1 * k_step);
-        for (uintptr_t a = (at + uintptr_t(c0 * k_step)) & ~uintptr_t(63); a < end; a += 64)
-            attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
+        prefetch_lines(reinterpret_cast<uintptr_t>(k0) + uintptr_t(c0 * k_step), (c1 - c0) * k_step);
     }
     // The P V loop's for the keys from j0 + c0 (dense rows; else none): V rows
-    // decode_prefetch_keys ahead. (Rows past the last are prefetched, never read: a prefetch
-    // cannot fault.)
+    // decode_prefetch_keys ahead.
     v_prefetch v_ahead(int64_t c0) const {
-        if (!on || !dense()) return {};
+        if (!dense()) return {};
         return {reinterpret_cast<uintptr_t>(v0) + uintptr_t((c0 + decode_prefetch_keys) * v_step), v_step, v_bytes};
     }
     template <class Arch>
