@@ -26,6 +26,7 @@
 #include "kernels/attention_args.hpp"
 #include "kernels/attention_micro.hpp"
 #include "kernels/attention_pack.hpp"
+#include "kernels/decode_dots.hpp"
 #include "kernels/decode_rows.hpp"
 #include "kernels/decode_widen.hpp"
 #include "kernels/row_reader.hpp"
@@ -33,163 +34,6 @@
 
 ATTN_KERNELS_BEGIN
 namespace attention_decode_detail {
-
-// q . x over dim elements, x read by its row reader (whole vectors, then one by one).
-template <class Arch, class E>
-inline float reader_dot(const float *q, const row_reader<Arch, E> &x, int64_t dim) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = int(fbatch::size);
-    fbatch acc(0.0f);
-    int64_t d = 0;
-    for (; d + W <= dim; d += W) acc = xsimd::fma(fbatch::load_unaligned(q + d), x.vec(d), acc);
-    float sum = reduce_add<Arch>(acc);
-    for (; d < dim; ++d) sum += q[d] * x.one(d);
-    return sum;
-}
-
-// How a pass meets the scales of the K (or V) rows it reads.
-struct quant_layout {
-    bool by_group;  // a scale (and zero point) per whole vectors, loaded once per group
-    bool zeros;     // zero points
-    bool fold;      // one scale per row, no zero point: times the sum (K), into P (V)
-    bool nibbles;   // 4-bit in groups of whole 32-element spans on AVX-512: tables (decode_widen)
-    bool e4m3;      // E4M3 folded on AVX-512: codes read as 2^-8 of their values, 2^8 in the scale
-    bool channels;  // scales per channel (within a vector), the same for every key: folded into q
-};
-
-// One row, a scale per group, no zero points: the scale meets the group's dot product (K) or
-// P (V), not each widened vector (with more rows the scaled vector serves them all).
-inline bool scale_once_per_group(const quant_layout &l, int rows) { return rows == 1 && l.by_group && !l.zeros; }
-
-// q rows a pass reads reordered (decode_widen::deinterleave_pairs) or times the scales of the
-// channels are at most this long.
-inline constexpr int64_t max_pair_dim = 512;
-
-// The layout of x's scales for rows of dim elements, spans of `span` elements a 4-bit pass reads.
-template <class Arch, class E>
-quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
-    constexpr int W = int(xsimd::batch<float, Arch>::size);
-    quant_layout l{};
-    if constexpr (E::quantized) {  // (f32, bf16, f16: the values as stored, every field false)
-        const int64_t group = x.scales.group;
-        l.by_group = group % W == 0;
-        l.zeros = E::has_zero && x.scales.zero;
-        l.fold = l.by_group && group == dim && !l.zeros;
-        l.nibbles = decode_widen::available<Arch> && E::bits == 4 && group % 32 == 0 && dim % span == 0 &&
-                    dim <= max_pair_dim;
-        l.e4m3 = decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3 && l.fold;
-        l.channels = !l.by_group && x.scales_shared() && dim <= max_pair_dim;
-    }
-    return l;
-}
-
-// acc[r * KEYS + k] += lane-wise products of q_r (rows q[r]) and key k over the whole vectors
-// of dim (without the scale where l.fold; 2^-8 of it where l.e4m3; l.channels: q times the
-// channels' scales, the codes less the channels' zero points, zero[c] for element c).
-template <class Arch, class E, int RP, int KEYS>
-__attribute__((always_inline)) inline void
-key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E> *key,
-        int64_t dim, int64_t group, const float *zero, xsimd::batch<float, Arch> *acc) {
-    using fbatch = xsimd::batch<float, Arch>;
-    constexpr int W = int(fbatch::size);
-    const auto step = [&](int64_t d, auto &&value) __attribute__((always_inline)) {
-        fbatch qv[RP];
-#pragma GCC unroll 4
-        for (int r = 0; r < RP; ++r) qv[r] = fbatch::load_unaligned(q[r] + d);
-#pragma GCC unroll 16
-        for (int k = 0; k < KEYS; ++k) {
-            const fbatch x = value(k, d);
-#pragma GCC unroll 4
-            for (int r = 0; r < RP; ++r) acc[r * KEYS + k] = xsimd::fma(qv[r], x, acc[r * KEYS + k]);
-        }
-    };
-    if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3) {
-        if (l.e4m3) {
-            int64_t d = 0;
-            for (; d + 2 * W <= dim; d += 2 * W)  // 32 codes of a key at a time
-#pragma GCC unroll 16
-                for (int k = 0; k < KEYS; ++k) {
-                    __m512 lo, hi;
-                    decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, d, lo, hi);
-#pragma GCC unroll 4
-                    for (int r = 0; r < RP; ++r) {
-                        const fbatch a = xsimd::fma(fbatch::load_unaligned(q[r] + d), fbatch(lo), acc[r * KEYS + k]);
-                        acc[r * KEYS + k] = xsimd::fma(fbatch::load_unaligned(q[r] + d + W), fbatch(hi), a);
-                    }
-                }
-            for (; d < dim; d += W)
-                step(d, [&](int k, int64_t c) { return fbatch(decode_widen::e4m3_scaled_down<Arch>(key[k].p, c)); });
-            return;
-        }
-    }
-    if constexpr (!E::quantized) {  // f32, bf16, f16: widened
-        for (int64_t d = 0; d + W <= dim; d += W) step(d, [&](int k, int64_t c) { return key[k].vec(c); });
-    } else if (l.fold) {  // the codes' dot products; the scale after the sum
-        for (int64_t d = 0; d < dim; d += W)
-            step(d, [&](int k, int64_t c) { return raw_vector<Arch, E>(key[k].p, c); });
-    } else if (scale_once_per_group(l, RP)) {  // the group's sum, then its scale
-        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi)
-#pragma GCC unroll 16
-            for (int k = 0; k < KEYS; ++k) {
-                fbatch part = fbatch::load_unaligned(q[0] + g0) * raw_vector<Arch, E>(key[k].p, g0);
-                for (int64_t d = g0 + W; d < g0 + group; d += W)
-                    part = xsimd::fma(fbatch::load_unaligned(q[0] + d), raw_vector<Arch, E>(key[k].p, d), part);
-                acc[k] = xsimd::fma(part, fbatch(key[k].sc[gi]), acc[k]);
-            }
-    } else if (l.by_group) {  // a scale and zero point per group of whole vectors
-        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
-            fbatch sk[KEYS], zk[KEYS];
-            for (int k = 0; k < KEYS; ++k) {
-                sk[k] = fbatch(key[k].sc[gi]);
-                zk[k] = l.zeros ? fbatch(key[k].ze[gi]) : fbatch(0.0f);
-            }
-            for (int64_t d = g0; d < g0 + group; d += W)
-                step(d, [&](int k, int64_t c) { return (raw_vector<Arch, E>(key[k].p, c) - zk[k]) * sk[k]; });
-        }
-    } else if (l.channels) {
-        for (int64_t d = 0; d + W <= dim; d += W)
-            step(d, [&](int k, int64_t c) {
-                const fbatch raw = raw_vector<Arch, E>(key[k].p, c);
-                return l.zeros ? raw - fbatch::load_aligned(zero + c) : raw;
-            });
-    } else {
-        for (int64_t d = 0; d + W <= dim; d += W) step(d, [&](int k, int64_t c) { return key[k].vec(c); });
-    }
-}
-
-// The same for 4-bit codes by tables (l.nibbles), q's rows reordered in pairs at qp (dim apart).
-template <class Arch, class E, int RP, int KEYS>
-__attribute__((always_inline)) inline void
-nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *key,
-        int64_t dim, int64_t group, xsimd::batch<float, Arch> *acc) {
-    if constexpr (decode_widen::available<Arch> && E::bits == 4) {
-        using namespace decode_widen;
-        const __m512 values = nibble_values<E, Arch>();
-        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
-            __m512 table[KEYS];
-            for (int k = 0; k < KEYS; ++k)
-                table[k] = group_table<Arch>(values, !l.fold, key[k].sc, l.zeros ? key[k].ze : nullptr, gi);
-            for (int64_t d = g0; d < g0 + group; d += 32) {
-                __m512 qe[RP], qo[RP];
-#pragma GCC unroll 4
-                for (int r = 0; r < RP; ++r) {
-                    qe[r] = _mm512_load_ps(qp + r * dim + d);
-                    qo[r] = _mm512_load_ps(qp + r * dim + d + 16);
-                }
-#pragma GCC unroll 16
-                for (int k = 0; k < KEYS; ++k) {
-                    const __m512i pairs = nibble_pairs<Arch>(key[k].p, d);
-                    const __m512 xe = even_values<Arch>(pairs, table[k]), xo = odd_values<Arch>(pairs, table[k]);
-#pragma GCC unroll 4
-                    for (int r = 0; r < RP; ++r) {
-                        __m512 a = _mm512_fmadd_ps(qe[r], xe, acc[r * KEYS + k]);
-                        acc[r * KEYS + k] = _mm512_fmadd_ps(qo[r], xo, a);
-                    }
-                }
-            }
-        }
-    }
-}
 
 // s[r * lds + c] = q_r . k_{j0 + c} for r < R, c in [lo, hi), rows dim apart at qs: KEYS keys
 // x RP rows of lane-wise dot products at a time (KEYS * RP = W accumulators).
@@ -224,18 +68,23 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     const row_walk<Arch, E> keys(t.k, j0);
     // the row's scores need no more than the lane sums (times the scales where folded)
     const bool plain = dim_vec == dim && !l.e4m3;
+    // one row whose q fits in registers: the keys' rows read key by key (key_major_dots)
+    const int64_t qv = RP == 1 && dim_vec == dim ? dim / W : 0;
+    row_reader<Arch, E> key[KEYS];
+    keys.prime(KEYS, key);
     int64_t c = lo;
     for (; c + KEYS <= hi; c += KEYS) {
         ahead.fetch_scores<Arch>(j0, c + decode_prefetch_keys, c + decode_prefetch_keys + KEYS, hi);
-        row_reader<Arch, E> key[KEYS];
         keys.readers(c, KEYS, key);
         fbatch acc[W];
 #pragma GCC unroll 16
         for (int i = 0; i < W; ++i) acc[i] = fbatch(0.0f);
+        const float *const *qk = l.channels ? qc : q;
         if (l.nibbles)
             nibble_dots<Arch, E, RP, KEYS>(l, qp, key, dim, group, acc);
-        else
-            key_dots<Arch, E, RP, KEYS>(l, l.channels ? qc : q, key, dim, group, zero, acc);
+        else if (!(qv == 8 && key_major_dots<Arch, E, KEYS, 8>(l, qk[0], key, group, zero, acc)) &&
+                 !(qv == 4 && key_major_dots<Arch, E, KEYS, 4>(l, qk[0], key, group, zero, acc)))
+            key_dots<Arch, E, RP, KEYS>(l, qk, key, dim, group, zero, acc);
         bool nan[KEYS] = {};  // an E4M3 row holding the NaN code: its scores are NaN
         if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
             for (int k = 0; l.e4m3 && k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
@@ -384,7 +233,7 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     fbatch acc[R][NV];
     o_registers<Arch, R, NV>(true, l.nibbles, o, ldo, v0, acc);
     int64_t gi[NV];  // the group of each vector (by_group)
-    for (int i = 0; i < NV; ++i) gi[i] = l.by_group ? (v0 + i) * W / group : 0;
+    for (int i = 0; i < NV; ++i) gi[i] = l.by_group && !l.fold ? (v0 + i) * W / group : 0;
     if constexpr (!E::quantized)
         pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
     else if (l.nibbles)
@@ -415,6 +264,9 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
     constexpr int NV = attention_blocking<Arch>::nv;
     const int64_t vectors = dim_v / W;
     int64_t v0 = 0;  // (V rows ahead prefetched in the first pass over the keys only)
+    if constexpr (R == 1)  // one row: twice the vectors a pass (each key's row read in half the passes)
+        for (; v0 + 2 * NV <= vectors; v0 += 2 * NV)
+            pv_vectors<Arch, E, R, 2 * NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
     for (; v0 + NV <= vectors; v0 += NV)
         pv_vectors<Arch, E, R, NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
@@ -445,6 +297,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     keys = keys < max_keys ? keys : max_keys;
     row_reader<Arch, E> val[max_keys];
     const row_walk<Arch, E> values(t.v, j0);
+    values.prime(keys, val);
     const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0);  // V rows ahead (dense rows)
     alignas(64) float ps[R][max_keys], scale[max_keys];
     for (int64_t k0 = lo; k0 < hi; k0 += keys) {

@@ -47,14 +47,18 @@ struct row_walk {
             step = E::bits == 4 ? x.ld / 2 : x.ld;  // a row's storage elements (bytes of 4-bit rows)
         }
     }
-    // out[i] = the reader of key j0 + c + i, i < n
+    // Readers out[0 .. n) made ready for readers(): by stride, the fields every key shares set
+    // once here, so that readers() writes only the row and scale pointers.
+    void prime(int64_t n, row_reader<Arch, E> *out) const {
+        for (int64_t i = 0; by_stride && i < n; ++i) out[i] = first;
+    }
+    // out[i] = the reader of key j0 + c + i, i < n (out primed for at least n keys)
     __attribute__((always_inline)) void readers(int64_t c, int64_t n, row_reader<Arch, E> *out) const {
         if (!by_stride) {
             for (int64_t i = 0; i < n; ++i) out[i] = row_reader<Arch, E>(x, j0 + c + i);
             return;
         }
         for (int64_t i = 0; i < n; ++i) {
-            out[i] = first;
             out[i].p = first.p + (c + i) * step;
             if constexpr (E::quantized) {
                 out[i].sc = first.sc + (c + i) * x.scales.row_stride;
@@ -67,6 +71,7 @@ struct row_walk {
 // Each 64-byte line of the `bytes` at address `at`, once (an address past an array's end is
 // only prefetched, never read: a prefetch cannot fault).
 __attribute__((always_inline)) inline void prefetch_lines(uintptr_t at, int64_t bytes) {
+#pragma GCC unroll 4
     for (uintptr_t a = at & ~uintptr_t(63); a < at + uintptr_t(bytes); a += 64)
         attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
 }

@@ -1,0 +1,261 @@
+// The score pass's dot products for the decode kernel (attention_decode_quantized.hpp): how a
+// pass meets the scales of the rows it reads (quant_layout), and KEYS keys x RP query rows of
+// lane-wise dot products at a time over whole vectors of dim, summed across their lanes by the
+// caller. key_dots reads vector by vector, every key's row at each step (the rows of 16 keys
+// and their scales), which suits several rows; key_major_dots, for one row whose q fits in
+// registers, reads key by key (a few keys interleaved), each key's row pointer and scale
+// loaded once: the same products summed in the same order, so the same bits. 4-bit codes by
+// tables in nibble_dots (decode_widen.hpp).
+#pragma once
+
+#include "kernels/isa_namespace.hpp"
+
+#include <cstdint>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/attention_args.hpp"
+#include "kernels/decode_widen.hpp"
+#include "kernels/row_reader.hpp"
+#include "kernels/vec_math.hpp"
+
+ATTN_KERNELS_BEGIN
+namespace attention_decode_detail {
+// q . x over dim elements, x read by its row reader (whole vectors, then one by one).
+template <class Arch, class E>
+inline float reader_dot(const float *q, const row_reader<Arch, E> &x, int64_t dim) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = int(fbatch::size);
+    fbatch acc(0.0f);
+    int64_t d = 0;
+    for (; d + W <= dim; d += W) acc = xsimd::fma(fbatch::load_unaligned(q + d), x.vec(d), acc);
+    float sum = reduce_add<Arch>(acc);
+    for (; d < dim; ++d) sum += q[d] * x.one(d);
+    return sum;
+}
+
+// How a pass meets the scales of the K (or V) rows it reads.
+struct quant_layout {
+    bool by_group;  // a scale (and zero point) per whole vectors, loaded once per group
+    bool zeros;     // zero points
+    bool fold;      // one scale per row, no zero point: times the sum (K), into P (V)
+    bool nibbles;   // 4-bit in groups of whole 32-element spans on AVX-512: tables (decode_widen)
+    bool e4m3;      // E4M3 folded on AVX-512: codes read as 2^-8 of their values, 2^8 in the scale
+    bool channels;  // scales per channel (within a vector), the same for every key: folded into q
+};
+
+// One row, a scale per group, no zero points: the scale meets the group's dot product (K) or
+// P (V), not each widened vector (with more rows the scaled vector serves them all).
+inline bool scale_once_per_group(const quant_layout &l, int rows) { return rows == 1 && l.by_group && !l.zeros; }
+
+// q rows a pass reads reordered (decode_widen::deinterleave_pairs) or times the scales of the
+// channels are at most this long.
+inline constexpr int64_t max_pair_dim = 512;
+
+// The layout of x's scales for rows of dim elements, spans of `span` elements a 4-bit pass reads.
+template <class Arch, class E>
+quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
+    constexpr int W = int(xsimd::batch<float, Arch>::size);
+    quant_layout l{};
+    if constexpr (E::quantized) {  // (f32, bf16, f16: the values as stored, every field false)
+        const int64_t group = x.scales.group;
+        l.by_group = group % W == 0;
+        l.zeros = E::has_zero && x.scales.zero;
+        l.fold = l.by_group && group == dim && !l.zeros;
+        l.nibbles = decode_widen::available<Arch> && E::bits == 4 && group % 32 == 0 && dim % span == 0 &&
+                    dim <= max_pair_dim;
+        l.e4m3 = decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3 && l.fold;
+        l.channels = !l.by_group && x.scales_shared() && dim <= max_pair_dim;
+    }
+    return l;
+}
+
+// acc[r * KEYS + k] += lane-wise products of q_r (rows q[r]) and key k over the whole vectors
+// of dim (without the scale where l.fold; 2^-8 of it where l.e4m3; l.channels: q times the
+// channels' scales, the codes less the channels' zero points, zero[c] for element c).
+template <class Arch, class E, int RP, int KEYS>
+__attribute__((always_inline)) inline void
+key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E> *key,
+        int64_t dim, int64_t group, const float *zero, xsimd::batch<float, Arch> *acc) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = int(fbatch::size);
+    const auto step = [&](int64_t d, auto &&value) __attribute__((always_inline)) {
+        fbatch qv[RP];
+#pragma GCC unroll 4
+        for (int r = 0; r < RP; ++r) qv[r] = fbatch::load_unaligned(q[r] + d);
+#pragma GCC unroll 16
+        for (int k = 0; k < KEYS; ++k) {
+            const fbatch x = value(k, d);
+#pragma GCC unroll 4
+            for (int r = 0; r < RP; ++r) acc[r * KEYS + k] = xsimd::fma(qv[r], x, acc[r * KEYS + k]);
+        }
+    };
+    if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3) {
+        if (l.e4m3) {
+            int64_t d = 0;
+            for (; d + 2 * W <= dim; d += 2 * W)  // 32 codes of a key at a time
+#pragma GCC unroll 16
+                for (int k = 0; k < KEYS; ++k) {
+                    __m512 lo, hi;
+                    decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, d, lo, hi);
+#pragma GCC unroll 4
+                    for (int r = 0; r < RP; ++r) {
+                        const fbatch a = xsimd::fma(fbatch::load_unaligned(q[r] + d), fbatch(lo), acc[r * KEYS + k]);
+                        acc[r * KEYS + k] = xsimd::fma(fbatch::load_unaligned(q[r] + d + W), fbatch(hi), a);
+                    }
+                }
+            for (; d < dim; d += W)
+                step(d, [&](int k, int64_t c) { return fbatch(decode_widen::e4m3_scaled_down<Arch>(key[k].p, c)); });
+            return;
+        }
+    }
+    if constexpr (!E::quantized) {  // f32, bf16, f16: widened
+        for (int64_t d = 0; d + W <= dim; d += W) step(d, [&](int k, int64_t c) { return key[k].vec(c); });
+    } else if (l.fold) {  // the codes' dot products; the scale after the sum
+        for (int64_t d = 0; d < dim; d += W)
+            step(d, [&](int k, int64_t c) { return raw_vector<Arch, E>(key[k].p, c); });
+    } else if (scale_once_per_group(l, RP)) {  // the group's sum, then its scale
+        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi)
+#pragma GCC unroll 16
+            for (int k = 0; k < KEYS; ++k) {
+                fbatch part = fbatch::load_unaligned(q[0] + g0) * raw_vector<Arch, E>(key[k].p, g0);
+                for (int64_t d = g0 + W; d < g0 + group; d += W)
+                    part = xsimd::fma(fbatch::load_unaligned(q[0] + d), raw_vector<Arch, E>(key[k].p, d), part);
+                acc[k] = xsimd::fma(part, fbatch(key[k].sc[gi]), acc[k]);
+            }
+    } else if (l.by_group) {  // a scale and zero point per group of whole vectors
+        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
+            fbatch sk[KEYS], zk[KEYS];
+            for (int k = 0; k < KEYS; ++k) {
+                sk[k] = fbatch(key[k].sc[gi]);
+                zk[k] = l.zeros ? fbatch(key[k].ze[gi]) : fbatch(0.0f);
+            }
+            for (int64_t d = g0; d < g0 + group; d += W)
+                step(d, [&](int k, int64_t c) { return (raw_vector<Arch, E>(key[k].p, c) - zk[k]) * sk[k]; });
+        }
+    } else if (l.channels) {
+        for (int64_t d = 0; d + W <= dim; d += W)
+            step(d, [&](int k, int64_t c) {
+                const fbatch raw = raw_vector<Arch, E>(key[k].p, c);
+                return l.zeros ? raw - fbatch::load_aligned(zero + c) : raw;
+            });
+    } else {
+        for (int64_t d = 0; d + W <= dim; d += W) step(d, [&](int k, int64_t c) { return key[k].vec(c); });
+    }
+}
+
+// key_dots' sums for one row (RP 1) whose q is QV whole vectors (dim == QV W), on AVX-512:
+// q held in registers, the keys taken KG at a time (their products interleaved for the
+// multiply-adds' latency), vector by vector within a key. Each accumulator takes the same
+// products in the same order as key_dots', so the same bits; false (nothing done) for the
+// layouts it leaves to key_dots (nibbles, and scales with zero points per group).
+template <class Arch, class E, int KEYS, int QV>
+__attribute__((always_inline)) inline bool
+key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> *key, int64_t group,
+               const float *zero, xsimd::batch<float, Arch> *acc) {
+    if constexpr (decode_widen::available<Arch> && QV % 2 == 0) {
+        using fbatch = xsimd::batch<float, Arch>;
+        constexpr int W = int(fbatch::size), KG = 4;
+        fbatch qv[QV];
+#pragma GCC unroll 8
+        for (int i = 0; i < QV; ++i) qv[i] = fbatch::load_unaligned(q + i * W);
+        // acc[k] += q . x_k, two vectors of x_k at a time from pair(k, i, x0, x1), KG keys at once
+        const auto sweep = [&](auto &&pair) __attribute__((always_inline)) {
+#pragma GCC unroll 4
+            for (int k0 = 0; k0 < KEYS; k0 += KG)
+#pragma GCC unroll 4
+                for (int i = 0; i < QV; i += 2)
+#pragma GCC unroll 4
+                    for (int k = k0; k < k0 + KG; ++k) {
+                        fbatch x0, x1;
+                        pair(k, i, x0, x1);
+                        acc[k] = xsimd::fma(qv[i + 1], x1, xsimd::fma(qv[i], x0, acc[k]));
+                    }
+        };
+        if constexpr (!E::quantized) {
+            sweep([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
+                x0 = key[k].vec(i * W);
+                x1 = key[k].vec((i + 1) * W);
+            });
+            return true;
+        } else {
+            if constexpr (E::type == ATTN_DTYPE_FP8_E4M3) {
+                if (l.e4m3) {
+                    sweep([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
+                        __m512 lo, hi;
+                        decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, i * W, lo, hi);
+                        x0 = lo;
+                        x1 = hi;
+                    });
+                    return true;
+                }
+            }
+            if (l.fold || (l.channels && !l.zeros)) {
+                sweep([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
+                    x0 = raw_vector<Arch, E>(key[k].p, i * W);
+                    x1 = raw_vector<Arch, E>(key[k].p, (i + 1) * W);
+                });
+                return true;
+            }
+            if (l.channels) {
+                sweep([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
+                    x0 = raw_vector<Arch, E>(key[k].p, i * W) - fbatch::load_aligned(zero + i * W);
+                    x1 = raw_vector<Arch, E>(key[k].p, (i + 1) * W) - fbatch::load_aligned(zero + (i + 1) * W);
+                });
+                return true;
+            }
+            if (scale_once_per_group(l, 1) && group == 2 * W) {  // a group's two vectors, then its scale
+#pragma GCC unroll 4
+                for (int k0 = 0; k0 < KEYS; k0 += KG)
+#pragma GCC unroll 4
+                    for (int i = 0; i < QV; i += 2)
+#pragma GCC unroll 4
+                        for (int k = k0; k < k0 + KG; ++k) {
+                            // (the intrinsics: q x + q' x' must round the first product, as key_dots')
+                            const __m512 first = _mm512_mul_ps(qv[i], raw_vector<Arch, E>(key[k].p, i * W));
+                            const fbatch part = _mm512_fmadd_ps(qv[i + 1], raw_vector<Arch, E>(key[k].p, (i + 1) * W), first);
+                            acc[k] = xsimd::fma(part, fbatch(key[k].sc[i / 2]), acc[k]);
+                        }
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+// The same for 4-bit codes by tables (l.nibbles), q's rows reordered in pairs at qp (dim apart).
+template <class Arch, class E, int RP, int KEYS>
+__attribute__((always_inline)) inline void
+nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *key,
+        int64_t dim, int64_t group, xsimd::batch<float, Arch> *acc) {
+    if constexpr (decode_widen::available<Arch> && E::bits == 4) {
+        using namespace decode_widen;
+        const __m512 values = nibble_values<E, Arch>();
+        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
+            __m512 table[KEYS];
+            for (int k = 0; k < KEYS; ++k)
+                table[k] = group_table<Arch>(values, !l.fold, key[k].sc, l.zeros ? key[k].ze : nullptr, gi);
+            for (int64_t d = g0; d < g0 + group; d += 32) {
+                __m512 qe[RP], qo[RP];
+#pragma GCC unroll 4
+                for (int r = 0; r < RP; ++r) {
+                    qe[r] = _mm512_load_ps(qp + r * dim + d);
+                    qo[r] = _mm512_load_ps(qp + r * dim + d + 16);
+                }
+#pragma GCC unroll 16
+                for (int k = 0; k < KEYS; ++k) {
+                    const __m512i pairs = nibble_pairs<Arch>(key[k].p, d);
+                    const __m512 xe = even_values<Arch>(pairs, table[k]), xo = odd_values<Arch>(pairs, table[k]);
+#pragma GCC unroll 4
+                    for (int r = 0; r < RP; ++r) {
+                        __m512 a = _mm512_fmadd_ps(qe[r], xe, acc[r * KEYS + k]);
+                        acc[r * KEYS + k] = _mm512_fmadd_ps(qo[r], xo, a);
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace attention_decode_detail
+ATTN_KERNELS_END  // namespace attn::kernels::ATTN_ISA_NAMESPACE
