@@ -11,8 +11,8 @@
 // a scale per group for one row (scale_once_per_group). On AVX-512, 4-bit codes are read
 // through 16-entry tables (each group's scale and zero point in its table) and E4M3 codes through
 // f16 with 2^8 folded into the scale (decode_widen.hpp; V rows whose scale times 2^9 would
-// overflow are read exactly instead). K and V rows decode_prefetch_keys ahead are prefetched:
-// K's in the score pass, dense V rows' inside the P V loop (decode_rows.hpp).
+// overflow are read exactly instead). K and V rows ahead are prefetched (decode_rows.hpp): K's
+// in the score pass, dense V rows' inside the P V loop.
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
@@ -63,7 +63,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
     }
     const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes were read without
-    // K rows decode_prefetch_keys ahead fetched meanwhile (and V's, where not dense)
+    // K rows ahead fetched meanwhile (and V's, where not dense)
     const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0);
     const row_walk<Arch, E> keys(t.k, j0);
     // the row's scores need no more than the lane sums (times the scales where folded)
@@ -74,7 +74,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     keys.prime(KEYS, key);
     int64_t c = lo;
     for (; c + KEYS <= hi; c += KEYS) {
-        ahead.fetch_scores<Arch>(j0, c + decode_prefetch_keys, c + decode_prefetch_keys + KEYS, hi);
+        ahead.fetch_scores<Arch>(j0, c, KEYS, hi);
         keys.readers(c, KEYS, key);
         fbatch acc[W];
 #pragma GCC unroll 16
