@@ -119,6 +119,25 @@ TEST_P(sdpa_quantized, decode_long_rows) {
             }
 }
 
+// Decoding with one query head per KV head (a single row per pass: q held in registers over
+// rows of 64 and 128, K read key by key, P V over 8 vectors a pass, a group's scale once per
+// pair of vectors), every type and granularity, with and without zero points; 300 keys (blocks
+// of the scores' 16 keys and the P V's 64, rows prefetched past the last key).
+TEST_P(sdpa_quantized, decode_one_row_per_kv_head) {
+    uint32_t seed = 9000;
+    for (int64_t dim : {64, 128})
+        for (attn_dtype t : kTypes)
+            for (granularity g : kGranularities)
+                for (int zeros = 0; zeros < 2; ++zeros) {
+                    if ((zeros && is_fp8(t)) || (g == granularity::no_scale && !is_fp8(t))) continue;
+                    const problem p = make_problem(t, g, zeros != 0, 1, 300, seed += 3, 2, dim, dim);
+                    const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+                    EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
+                        << "type " << t << ", " << granularity_name(g) << (zeros ? ", zero points" : "")
+                        << ", D " << dim << " (plain f32 error " << p.plain_error << ")";
+                }
+}
+
 // E4M3's NaN code (S.1111.111) in one K row makes that key's score NaN (so every output of
 // the heads that see it); in one V row, the outputs of that column. The NaNs are where the
 // reference has them, the other values its values at the tolerance of the rule.

@@ -117,9 +117,10 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 }
 
 // How a V vector meets its scale: folded into P (one scale per row, no zero point; E4M3 read
-// as 2^-8 of its values, 2^8 in P too), per group (into P: scale_once_per_group), by the row
-// reader (any other layout), or by 4-bit tables (spans of 32 in pairs, decode_widen).
-enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_by_group, pv_by_reader, pv_nibbles };
+// as 2^-8 of its values, 2^8 in P too), per group (into P: scale_once_per_group; once for the
+// two vectors of a group of 2 W elements), by the row reader (any other layout), or by 4-bit
+// tables (spans of 32 in pairs, decode_widen).
+enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_group, pv_by_reader, pv_nibbles };
 
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
 // group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
@@ -152,6 +153,14 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
                     }
                 }
             }
+        } else if constexpr (S == pv_pair_scaled) {  // groups of two vectors: p s once a group
+#pragma GCC unroll 8
+            for (int m = 0; m < N / 2; ++m) {
+                const fbatch ps(p[c] * vc.sc[gi[2 * m]]);
+                acc[0][2 * m] = xsimd::fma(ps, raw_vector<Arch, E>(vc.p, (v0 + 2 * m) * W), acc[0][2 * m]);
+                acc[0][2 * m + 1] = xsimd::fma(ps, raw_vector<Arch, E>(vc.p, (v0 + 2 * m + 1) * W), acc[0][2 * m + 1]);
+            }
+            continue;
         } else if constexpr (S == pv_group_scaled) {
 #pragma GCC unroll 16
             for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
@@ -242,6 +251,8 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
         pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc, ahead);
     else if (l.fold)
         pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc, ahead);
+    else if (scale_once_per_group(l, R) && NV % 2 == 0 && group == 2 * W)
+        pv_keys<Arch, E, R, NV, pv_pair_scaled>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
     else if (scale_once_per_group(l, R))
         pv_keys<Arch, E, R, NV, pv_group_scaled>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
     else if (l.by_group)
