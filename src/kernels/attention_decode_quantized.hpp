@@ -66,7 +66,8 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     // K rows ahead fetched meanwhile (and V's, where not dense)
     const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0);
     const row_walk<Arch, E> keys(t.k, j0);
-    // the row's scores need no more than the lane sums (times the scales where folded)
+    // the row's scores need no more than the lane sums (times the scales where folded; E4M3:
+    // in a block of rows without the NaN code)
     const bool plain = dim_vec == dim && !l.e4m3;
     // one row whose q fits in registers: the keys' rows read key by key (key_major_dots)
     const int64_t qv = RP == 1 && dim_vec == dim ? dim / W : 0;
@@ -86,8 +87,10 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
                  !(qv == 4 && key_major_dots<Arch, E, KEYS, 4>(l, qk[0], key, group, zero, acc)))
             key_dots<Arch, E, RP, KEYS>(l, qk, key, dim, group, zero, acc);
         bool nan[KEYS] = {};  // an E4M3 row holding the NaN code: its scores are NaN
+        bool any_nan = false;
         if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
-            for (int k = 0; l.e4m3 && k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
+            if (l.e4m3 && (any_nan = decode_widen::e4m3_rows_have_nan<Arch>(key, KEYS, dim)))
+                for (int k = 0; k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
         alignas(64) float sum[W];
         fbatch total = transpose_sum_inlined<Arch>(acc);
         if constexpr (E::quantized)
@@ -97,7 +100,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
                 total = total * fbatch(unit) * fbatch::load_aligned(sc);
             }
         total.store_aligned(sum);
-        if (plain) {
+        if (plain || (l.e4m3 && dim_vec == dim && !any_nan)) {
             for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
                 for (int k = 0; k < KEYS; ++k) s[r * lds + c + k] = sum[r * KEYS + k];
@@ -322,9 +325,11 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                 if (l.fold) scale[c] = val[c].sc[0];
                 if (l.e4m3 && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
             }
-            if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
-                if (l.e4m3 && decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) nan_rows |= uint64_t(1) << c;
         }
+        if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
+            if (l.e4m3 && decode_widen::e4m3_rows_have_nan<Arch>(val, n, dim_v))
+                for (int64_t c = 0; c < n; ++c)
+                    if (decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) nan_rows |= uint64_t(1) << c;
         // E4M3 codes read as 2^-8 of their values put 2^8 into p s: where a scale is so large
         // that p s 2^8 could overflow (p <= 1), the sub-block's codes are read exactly instead.
         if (l.e4m3 && !(largest <= std::numeric_limits<float>::max() / 512.0f)) l.e4m3 = false;

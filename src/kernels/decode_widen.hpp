@@ -9,8 +9,8 @@
 //     order (deinterleave_pairs); P V keeps its sums in it and restores the order when storing.
 //   FP8 E4M3: 32 (or 16) codes as f16 bits holding 2^-8 of their values (VPMOVSXBW, VPSLLW,
 //     VPAND, VCVTPH2PS), the 2^8 folded into the row's scale; the NaN code S.1111.111 reads as a
-//     finite value there, so a row holding one is found first (e4m3_row_has_nan) and read
-//     exactly.
+//     finite value there, so a row holding one is found first (e4m3_rows_have_nan for a block
+//     of rows, then e4m3_row_has_nan for each row of a block that has one) and read exactly.
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
@@ -120,6 +120,23 @@ inline bool e4m3_row_has_nan(const uint8_t *row, int64_t n) {
         any |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(x, low7), low7);
     }
     return any != 0;
+}
+
+// Whether any of rows[0 .. n) (codes 0 .. len-1 of each, read through .p) holds the NaN code:
+// the codes' low 7 bits kept to their largest, then one comparison for all the rows, so that
+// rows without NaN (the rule) cost no test and branch each.
+template <class Arch = xsimd::avx512f, class Reader>
+inline bool e4m3_rows_have_nan(const Reader *rows, int64_t n, int64_t len) {
+    const __m512i low7 = _mm512_set1_epi8(0x7f);
+    const __mmask64 tail = len % 64 ? ~__mmask64(0) >> (64 - len % 64) : 0;
+    __m512i top = _mm512_setzero_si512();
+    for (int64_t r = 0; r < n; ++r) {
+        const uint8_t *row = rows[r].p;
+        int64_t c = 0;
+        for (; c + 64 <= len; c += 64) top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_loadu_si512(row + c), low7));
+        if (tail) top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_maskz_loadu_epi8(tail, row + c), low7));
+    }
+    return _mm512_cmpeq_epi8_mask(top, low7) != 0;
 }
 
 }  // namespace decode_widen
