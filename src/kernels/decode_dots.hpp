@@ -21,6 +21,7 @@
 
 ATTN_KERNELS_BEGIN
 namespace attention_decode_detail {
+
 // q . x over dim elements, x read by its row reader (whole vectors, then one by one).
 template <class Arch, class E>
 inline float reader_dot(const float *q, const row_reader<Arch, E> &x, int64_t dim) {
@@ -159,21 +160,25 @@ key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> 
         fbatch qv[QV];
 #pragma GCC unroll 8
         for (int i = 0; i < QV; ++i) qv[i] = fbatch::load_unaligned(q + i * W);
-        // acc[k] += q . x_k, two vectors of x_k at a time from pair(k, i, x0, x1), KG keys at once
-        const auto sweep = [&](auto &&pair) __attribute__((always_inline)) {
+        // step(k, i): key k's vectors i and i + 1 into acc[k], for every key, KG keys at once
+        const auto sweep = [&](auto &&step) __attribute__((always_inline)) {
 #pragma GCC unroll 4
             for (int k0 = 0; k0 < KEYS; k0 += KG)
 #pragma GCC unroll 4
                 for (int i = 0; i < QV; i += 2)
 #pragma GCC unroll 4
-                    for (int k = k0; k < k0 + KG; ++k) {
-                        fbatch x0, x1;
-                        pair(k, i, x0, x1);
-                        acc[k] = xsimd::fma(qv[i + 1], x1, xsimd::fma(qv[i], x0, acc[k]));
-                    }
+                    for (int k = k0; k < k0 + KG; ++k) step(k, i);
+        };
+        // acc[k] += q . x_k, two vectors of x_k at a time from pair(k, i, x0, x1)
+        const auto sums = [&](auto &&pair) __attribute__((always_inline)) {
+            sweep([&](int k, int i) __attribute__((always_inline)) {
+                fbatch x0, x1;
+                pair(k, i, x0, x1);
+                acc[k] = xsimd::fma(qv[i + 1], x1, xsimd::fma(qv[i], x0, acc[k]));
+            });
         };
         if constexpr (!E::quantized) {
-            sweep([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
+            sums([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
                 x0 = key[k].vec(i * W);
                 x1 = key[k].vec((i + 1) * W);
             });
@@ -181,7 +186,7 @@ key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> 
         } else {
             if constexpr (E::type == ATTN_DTYPE_FP8_E4M3) {
                 if (l.e4m3) {
-                    sweep([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
+                    sums([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
                         __m512 lo, hi;
                         decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, i * W, lo, hi);
                         x0 = lo;
@@ -191,31 +196,26 @@ key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> 
                 }
             }
             if (l.fold || (l.channels && !l.zeros)) {
-                sweep([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
+                sums([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
                     x0 = raw_vector<Arch, E>(key[k].p, i * W);
                     x1 = raw_vector<Arch, E>(key[k].p, (i + 1) * W);
                 });
                 return true;
             }
             if (l.channels) {
-                sweep([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
+                sums([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
                     x0 = raw_vector<Arch, E>(key[k].p, i * W) - fbatch::load_aligned(zero + i * W);
                     x1 = raw_vector<Arch, E>(key[k].p, (i + 1) * W) - fbatch::load_aligned(zero + (i + 1) * W);
                 });
                 return true;
             }
             if (scale_once_per_group(l, 1) && group == 2 * W) {  // a group's two vectors, then its scale
-#pragma GCC unroll 4
-                for (int k0 = 0; k0 < KEYS; k0 += KG)
-#pragma GCC unroll 4
-                    for (int i = 0; i < QV; i += 2)
-#pragma GCC unroll 4
-                        for (int k = k0; k < k0 + KG; ++k) {
-                            // (the intrinsics: q x + q' x' must round the first product, as key_dots')
-                            const __m512 first = _mm512_mul_ps(qv[i], raw_vector<Arch, E>(key[k].p, i * W));
-                            const fbatch part = _mm512_fmadd_ps(qv[i + 1], raw_vector<Arch, E>(key[k].p, (i + 1) * W), first);
-                            acc[k] = xsimd::fma(part, fbatch(key[k].sc[i / 2]), acc[k]);
-                        }
+                sweep([&](int k, int i) __attribute__((always_inline)) {
+                    // (the intrinsics: q x + q' x' must round the first product, as key_dots')
+                    const __m512 first = _mm512_mul_ps(qv[i], raw_vector<Arch, E>(key[k].p, i * W));
+                    const fbatch part = _mm512_fmadd_ps(qv[i + 1], raw_vector<Arch, E>(key[k].p, (i + 1) * W), first);
+                    acc[k] = xsimd::fma(part, fbatch(key[k].sc[i / 2]), acc[k]);
+                });
                 return true;
             }
         }
