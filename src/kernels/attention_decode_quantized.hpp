@@ -66,9 +66,9 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     // K rows ahead fetched meanwhile (and V's, where not dense)
     const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0);
     const row_walk<Arch, E> keys(t.k, j0);
-    // the row's scores need no more than the lane sums (times the scales where folded; E4M3:
-    // in a block of rows without the NaN code)
-    const bool plain = dim_vec == dim && !l.e4m3;
+    // rows of whole vectors: the scores need no more than the lane sums (times the scales where
+    // folded), but for an E4M3 block of rows holding the NaN code
+    const bool whole = dim_vec == dim;
     // one row whose q fits in registers: the keys' rows read key by key (key_major_dots)
     const int64_t qv = RP == 1 && dim_vec == dim ? dim / W : 0;
     row_reader<Arch, E> key[KEYS];
@@ -100,7 +100,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
                 total = total * fbatch(unit) * fbatch::load_aligned(sc);
             }
         total.store_aligned(sum);
-        if (plain || (l.e4m3 && dim_vec == dim && !any_nan)) {
+        if (whole && !any_nan) {
             for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
                 for (int k = 0; k < KEYS; ++k) s[r * lds + c + k] = sum[r * KEYS + k];

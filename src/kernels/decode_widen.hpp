@@ -107,36 +107,35 @@ inline void e4m3_scaled_down_32(const uint8_t *row, int64_t c, __m512 &lo, __m51
     hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
-// Whether codes 0 .. n-1 of an E4M3 row hold the NaN code S.1111.111.
+// top = the bytewise largest of top and the low 7 bits of codes 0 .. len-1 of an E4M3 row: a
+// row holds the NaN code S.1111.111 where a byte of it reaches 0x7f.
+template <class Arch = xsimd::avx512f>
+inline __m512i e4m3_low7_top(const uint8_t *row, int64_t len, __m512i top) {
+    const __m512i low7 = _mm512_set1_epi8(0x7f);
+    int64_t c = 0;
+    for (; c + 64 <= len; c += 64) top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_loadu_si512(row + c), low7));
+    if (c < len) {
+        const __m512i x = _mm512_maskz_loadu_epi8(~__mmask64(0) >> (64 - (len - c)), row + c);
+        top = _mm512_max_epu8(top, _mm512_and_si512(x, low7));
+    }
+    return top;
+}
+template <class Arch = xsimd::avx512f>
+inline bool e4m3_has_nan_code(__m512i top) { return _mm512_cmpeq_epi8_mask(top, _mm512_set1_epi8(0x7f)) != 0; }
+
+// Whether codes 0 .. n-1 of an E4M3 row hold the NaN code.
 template <class Arch = xsimd::avx512f>
 inline bool e4m3_row_has_nan(const uint8_t *row, int64_t n) {
-    const __m512i low7 = _mm512_set1_epi8(0x7f);
-    __mmask64 any = 0;
-    int64_t c = 0;
-    for (; c + 64 <= n; c += 64)
-        any |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_loadu_si512(row + c), low7), low7);
-    if (c < n) {
-        const __m512i x = _mm512_maskz_loadu_epi8(~__mmask64(0) >> (64 - (n - c)), row + c);
-        any |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(x, low7), low7);
-    }
-    return any != 0;
+    return e4m3_has_nan_code<Arch>(e4m3_low7_top<Arch>(row, n, _mm512_setzero_si512()));
 }
 
-// Whether any of rows[0 .. n) (codes 0 .. len-1 of each, read through .p) holds the NaN code:
-// the codes' low 7 bits kept to their largest, then one comparison for all the rows, so that
-// rows without NaN (the rule) cost no test and branch each.
+// Whether any of rows[0 .. n) (codes 0 .. len-1 of each, read through .p) holds it: one
+// comparison for all the rows, so that rows without NaN (the rule) cost no test and branch each.
 template <class Arch = xsimd::avx512f, class Reader>
 inline bool e4m3_rows_have_nan(const Reader *rows, int64_t n, int64_t len) {
-    const __m512i low7 = _mm512_set1_epi8(0x7f);
-    const __mmask64 tail = len % 64 ? ~__mmask64(0) >> (64 - len % 64) : 0;
     __m512i top = _mm512_setzero_si512();
-    for (int64_t r = 0; r < n; ++r) {
-        const uint8_t *row = rows[r].p;
-        int64_t c = 0;
-        for (; c + 64 <= len; c += 64) top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_loadu_si512(row + c), low7));
-        if (tail) top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_maskz_loadu_epi8(tail, row + c), low7));
-    }
-    return _mm512_cmpeq_epi8_mask(top, low7) != 0;
+    for (int64_t r = 0; r < n; ++r) top = e4m3_low7_top<Arch>(rows[r].p, len, top);
+    return e4m3_has_nan_code<Arch>(top);
 }
 
 }  // namespace decode_widen
