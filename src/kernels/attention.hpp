@@ -241,6 +241,7 @@ void pv_tile_f32(const attention_tile &t, int64_t j0, int64_t cols, const float 
             pv_block_any<Arch, blk::mr_o, f32_elements>(
                 rr, nvec, s + r0 * blk::bc + shared.lo, blk::bc, shared.hi - shared.lo,
                 v_rows.from(shared.lo, c0 * W), o + r0 * dv_pad + c0 * W, dv_pad, rescale + r0);
+            if (shared.lo == 0 && shared.hi == cols) continue;  // no row sees more
             for (int64_t r = r0; r < r0 + rr; ++r) {
                 const key_range own = tile_columns(t, r, j0, cols);
                 const key_range parts[2] = {

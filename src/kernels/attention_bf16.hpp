@@ -299,6 +299,7 @@ void pv_tile_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols
         const key_range shared = attention_detail::shared_columns(t, r0, r0 + rr, j0, cols);
         int64_t paired_lo = (shared.lo + 1) / 2 * 2, paired_hi = shared.hi / 2 * 2;
         if (paired_hi <= paired_lo) paired_lo = paired_hi = 0;
+        if (paired_lo == 0 && paired_hi == cols) continue;  // every key of the tile went in pairs
         for (int64_t r = r0; r < r0 + rr; ++r) {
             const key_range own = attention_detail::tile_columns(t, r, j0, cols);
             const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);

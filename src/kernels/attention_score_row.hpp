@@ -30,18 +30,21 @@ inline key_range tile_columns(const attention_tile &t, int64_t r, int64_t j0, in
     return {lo, hi};
 }
 
-// The columns every row of rows [r0, r1) sees in the tile (ranges grow with the row);
-// {x, x} (empty) when they share none.
+// The columns every row of rows [r0, r1) sees in the tile; {x, x} (empty, x <= cols) when
+// they share none. A row's range [lo(i), hi(i)) only moves right as i grows (core/scores.hpp:
+// both ends are non-decreasing in i; rows_are_heads: one range for all), so the shared
+// columns are the last row's left end to the first row's right end, and any row between
+// holds them.
 inline key_range shared_columns(const attention_tile &t, int64_t r0, int64_t r1, int64_t j0,
                                 int64_t cols) {
-    key_range s = tile_columns(t, r0, j0, cols);
-    for (int64_t r = r0 + 1; r < r1 && s.hi > s.lo; ++r) {
-        const key_range c = tile_columns(t, r, j0, cols);
-        if (c.lo > s.lo) s.lo = c.lo;
-        if (c.hi < s.hi) s.hi = c.hi;
-    }
-    if (s.hi < s.lo) s.hi = s.lo;
-    return s;
+    const key_range first = t.keys_of(r0), last = t.keys_of(r1 - 1);
+    int64_t lo = last.lo - j0, hi = first.hi - j0;
+    if (first.hi <= first.lo) hi = 0;  // the first row sees nothing here
+    if (lo < 0) lo = 0;
+    if (lo > cols) lo = cols;
+    if (hi > cols) hi = cols;
+    if (hi < lo) hi = lo;
+    return {lo, hi};
 }
 
 // Key vectors of the panel at tile columns [c0, c0 + nr) that rows [r0, r0 + rr) need
