@@ -482,4 +482,26 @@ TEST(ragged_plan, EveryKeyOfEveryRowOnce) {
     }
 }
 
+// The tile loops find the keys a block of rows shares from its first and last rows alone: a
+// row's visible range, cut to any key span, never moves left as the row grows. Every
+// alignment offset, window (none, one side, both) and kv_len padding, rows past both ends.
+TEST(key_visibility, RowRangesOnlyMoveRight) {
+    for (const int64_t offset : {-40, 0, 7, 300})
+        for (const int64_t left : {-1, 0, 3, 50})
+            for (const int64_t right : {-1, 0, 5})
+                for (const int64_t keys : {0, 1, 64, 200}) {
+                    const attn::core::key_visibility vis{offset, left, right, keys};
+                    for (const int64_t begin : {0, 32}) {
+                        const int64_t end = begin + 96;
+                        attn::core::key_range prev = vis.row_within(-60, begin, end);
+                        for (int64_t i = -59; i < 400; ++i) {
+                            const attn::core::key_range r = vis.row_within(i, begin, end);
+                            ASSERT_GE(r.lo, prev.lo) << offset << ' ' << left << ' ' << right << ' ' << keys << " row " << i;
+                            ASSERT_GE(r.hi, prev.hi) << offset << ' ' << left << ' ' << right << ' ' << keys << " row " << i;
+                            prev = r;
+                        }
+                    }
+                }
+}
+
 }  // namespace
