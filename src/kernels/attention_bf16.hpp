@@ -370,7 +370,7 @@ struct bf16_scores {
         const int64_t pairs = pairs_of(t.dim_qk);
         for (int64_t r = 0; r < t.rows; ++r) {
             const void *row = element_at(t.q, t.q_type, r * t.q_ld);
-            row_pairs(row, t.q_type, t.dim_qk, q + r * pairs);
+            row_pairs<Arch>(row, t.q_type, t.dim_qk, q + r * pairs);
         }
     }
     static bool tile(const attention_tile &t, const float *q_region, int64_t j0, int64_t cols,

@@ -70,7 +70,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     // folded), but for an E4M3 block of rows holding the NaN code
     const bool whole = dim_vec == dim;
     // one row whose q fits in registers: the keys' rows read key by key (key_major_dots)
-    const int64_t qv = RP == 1 && dim_vec == dim ? dim / W : 0;
+    const int64_t qv = RP == 1 && whole ? dim / W : 0;
     row_reader<Arch, E> key[KEYS];
     keys.prime(KEYS, key);
     int64_t c = lo;

@@ -17,10 +17,10 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "core/convert.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/convert.hpp"
 #include "kernels/row_reader.hpp"
 
 ATTN_KERNELS_BEGIN
@@ -47,29 +47,13 @@ inline uint16_t bf16_bits(const void *row, attn_dtype t, int64_t i) {
 }
 
 // pairs[d] = (row[2d], row[2d + 1]) as one 32-bit word, low half first, for d < pairs_of(dim);
-// 0 past dim. The format is chosen once per row. bf16 rows are their pairs already (copied);
-// f32 and f16 rows are rounded 32 elements at a time by VCVTNE2PS2BF16 (convert::f32_to_bf16's
-// rule, as pack_k_pairs_of), the rest one by one.
+// 0 past dim: the row as bf16 (convert_array, attn_convert's rounding; bf16 copied), whose
+// memory order is already that of the pairs.
+template <class Arch>
 inline void row_pairs(const void *row, attn_dtype t, int64_t dim, uint32_t *pairs) {
-    core::with_format(t, [&](auto format) {
-        using E = decltype(format);
-        const auto *p = static_cast<const typename E::storage *>(row);
-        int64_t d = 0;
-        if constexpr (E::type == ATTN_DTYPE_BF16) {
-            d = dim / 2;
-            std::memcpy(pairs, p, size_t(d) * sizeof(uint32_t));
-        } else if constexpr (E::type == ATTN_DTYPE_F32 || E::type == ATTN_DTYPE_F16) {
-            auto widened = [&](int64_t c) {
-                if constexpr (E::type == ATTN_DTYPE_F32) return _mm512_loadu_ps(p + c);
-                else return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + c)));
-            };
-            for (; 2 * d + 32 <= dim; d += 16)
-                _mm512_storeu_si512(pairs + d, (__m512i)_mm512_cvtne2ps_pbh(widened(2 * d + 16), widened(2 * d)));
-        }
-        for (; d < dim / 2; ++d)
-            pairs[d] = uint32_t(bf16_bits_of<E>(p, 2 * d)) | uint32_t(bf16_bits_of<E>(p, 2 * d + 1)) << 16;
-        if (dim % 2 != 0) pairs[dim / 2] = bf16_bits_of<E>(p, dim - 1);
-    });
+    auto *halves = reinterpret_cast<uint16_t *>(pairs);
+    convert_array<Arch>(dim, row, t, halves, ATTN_DTYPE_BF16);
+    if (dim % 2 != 0) halves[dim] = 0;
 }
 
 inline int64_t pairs_of(int64_t dim) { return (dim + 1) / 2; }
