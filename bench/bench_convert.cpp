@@ -35,15 +35,13 @@ void convert_attn(benchmark::State &state, attn_dtype st, attn_dtype dt, attn_is
     if (!check(state, attn_convert(ctx, elements, f.data(), ATTN_DTYPE_F32, src.data(), st)))
         return;
     f = {};
-    const double cpu0 = process_cpu_seconds();
-    for (auto _ : state) {
-        if (!check(state, attn_convert(ctx, elements, src.data(), st, dst.data(), dt))) break;
-        benchmark::ClobberMemory();
-    }
+    const double cpu_seconds = time_calls(state, [&] {
+        return attn_convert(ctx, elements, src.data(), st, dst.data(), dt);
+    });
     const double bytes = double(elements) * double(sb + db);
     set_bytes(state, bytes);
     set_bytes_per_cpu_second(state, bytes * double(state.iterations()),
-                             process_cpu_seconds() - cpu0, threads);
+                             cpu_seconds, threads);
 }
 
 void copy_memcpy(benchmark::State &state, size_t bytes, int threads) {

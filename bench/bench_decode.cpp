@@ -55,16 +55,14 @@ void decode_attn(benchmark::State &state, decode_shape s, attn_isa isa, int thre
     d.heads_kv = s.heads_kv;
     d.k.batch = d.v.batch = s.heads_kv * s.len_kv * s.dim;
     d.kv_type = s.kv_type;
-    const double cpu_start = process_cpu_seconds();
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data()))) break;
-        benchmark::ClobberMemory();
-    }
+    const double cpu_seconds = time_calls(state, [&] {
+        return attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data());
+    });
     const double kv_bytes = 2.0 * double(attn_dtype_size(s.kv_type)) * double(kv_n);
     set_flops(state, 4.0 * double(s.heads * s.len_kv * s.dim));
     set_bytes(state, kv_bytes);
     set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),
-                             process_cpu_seconds() - cpu_start, threads);
+                             cpu_seconds, threads);
 }
 
 bool register_decode() {

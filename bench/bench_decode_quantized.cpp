@@ -74,16 +74,14 @@ void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_
     attn_sdpa_desc_init(&d, 1, heads, 1, len_kv, dim);
     const cache_data cache(c, heads_kv, len_kv, dim, d);
     std::vector<float> out(q.size());
-    const double cpu_start = process_cpu_seconds();
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data()))) break;
-        benchmark::ClobberMemory();
-    }
+    const double cpu_seconds = time_calls(state, [&] {
+        return attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data());
+    });
     const double kv_bytes = cache.bytes(c);
     set_flops(state, 4.0 * double(heads * len_kv * dim));
     set_bytes(state, kv_bytes);
     set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),
-                             process_cpu_seconds() - cpu_start, threads);
+                             cpu_seconds, threads);
 }
 
 void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa, int threads,
@@ -98,10 +96,9 @@ void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa,
     d.out_type = out_type;
     const cache_data cache(c, heads, len, dim, d);
     std::vector<float> out(size_t(heads * len * dim));  // room for either output type
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data()))) break;
-        benchmark::ClobberMemory();
-    }
+    time_calls(state, [&] {
+        return attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data());
+    });
     set_flops(state, 4.0 * double(heads) * double(len) * double(len) * double(dim));
 }
 

@@ -52,10 +52,9 @@ void prefill(benchmark::State &state, variant which, int64_t heads, int64_t len,
     case variant::sinks: d.sinks = sinks.data(); break;
     default: break;
     }
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa_f32(ctx, &d, q.data(), k.data(), v.data(), out.data()))) break;
-        benchmark::ClobberMemory();
-    }
+    time_calls(state, [&] {
+        return attn_sdpa_f32(ctx, &d, q.data(), k.data(), v.data(), out.data());
+    });
     set_flops(state, 4.0 * double(dim) * pairs * double(heads));
 }
 
@@ -99,10 +98,9 @@ void decode(benchmark::State &state, int64_t page_size, attn_isa isa, int thread
         d.num_pages = int64_t(table.size());
         k_at = k_pool.data(), v_at = v_pool.data();
     }
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa_f32(ctx, &d, q.data(), k_at, v_at, out.data()))) break;
-        benchmark::ClobberMemory();
-    }
+    time_calls(state, [&] {
+        return attn_sdpa_f32(ctx, &d, q.data(), k_at, v_at, out.data());
+    });
     set_bytes(state, 2.0 * 4.0 * double(kv_n));
 }
 

@@ -53,12 +53,10 @@ struct operands {
 void gemm_attn(benchmark::State &state, shape s, attn_impl impl, attn_isa isa, int threads) {
     attn_context *ctx = context(impl, isa, threads);
     operands o(s);
-    for (auto _ : state) {
-        if (!check(state, attn_gemm_f32(ctx, ATTN_NO_TRANS, ATTN_NO_TRANS, s.m, s.n, s.k, 1.0f,
-                                        o.a.data(), s.k, o.b.data(), s.n, 0.0f, o.c.data(), s.n)))
-            break;
-        benchmark::ClobberMemory();
-    }
+    time_calls(state, [&] {
+        return attn_gemm_f32(ctx, ATTN_NO_TRANS, ATTN_NO_TRANS, s.m, s.n, s.k, 1.0f, o.a.data(),
+                             s.k, o.b.data(), s.n, 0.0f, o.c.data(), s.n);
+    });
     set_flops(state, 2.0 * double(s.m) * double(s.n) * double(s.k));
 }
 
@@ -77,18 +75,15 @@ struct bf16_operands {
 void gemm_bf16_attn(benchmark::State &state, shape s, attn_isa isa, int threads) {
     attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
     bf16_operands o(s);
-    const double cpu_start = process_cpu_seconds();
-    for (auto _ : state) {
-        if (!check(state, attn_gemm(ctx, ATTN_NO_TRANS, ATTN_NO_TRANS, s.m, s.n, s.k, 1.0f,
-                                    o.a.data(), ATTN_DTYPE_BF16, s.k, o.b.data(),
-                                    ATTN_DTYPE_BF16, s.n, 0.0f, o.c.data(), ATTN_DTYPE_F32, s.n)))
-            break;
-        benchmark::ClobberMemory();
-    }
+    const double cpu_seconds = time_calls(state, [&] {
+        return attn_gemm(ctx, ATTN_NO_TRANS, ATTN_NO_TRANS, s.m, s.n, s.k, 1.0f, o.a.data(),
+                         ATTN_DTYPE_BF16, s.k, o.b.data(), ATTN_DTYPE_BF16, s.n, 0.0f,
+                         o.c.data(), ATTN_DTYPE_F32, s.n);
+    });
     const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
     set_flops(state, flops);
     set_flops_per_cpu_second(state, flops * double(state.iterations()),
-                             process_cpu_seconds() - cpu_start, threads);
+                             cpu_seconds, threads);
 }
 
 #ifdef ATTN_BENCH_HAVE_OPENBLAS

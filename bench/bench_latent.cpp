@@ -83,12 +83,9 @@ void latent_decode(benchmark::State &state, latent_shape s, attn_isa isa, int64_
     d.out = {s.heads * s.dim_v, s.dim_v, s.dim_v};
     const void *v_at = s.v_inside_k ? static_cast<const void *>(k.data()) : v.data();
     attn::ops::set_heads_as_rows_from(rows_from);
-    const double cpu_start = process_cpu_seconds();
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa(ctx, &d, q.data(), k.data(), v_at, out.data()))) break;
-        benchmark::ClobberMemory();
-    }
-    const double cpu_seconds = process_cpu_seconds() - cpu_start;
+    const double cpu_seconds = time_calls(state, [&] {
+        return attn_sdpa(ctx, &d, q.data(), k.data(), v_at, out.data());
+    });
     attn::ops::set_heads_as_rows_from(attn::ops::heads_as_rows_min_group);
     const double flops = 2.0 * double(s.heads * s.len_kv * (s.dim_qk + s.dim_v));
     set_flops(state, flops);

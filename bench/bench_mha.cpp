@@ -61,15 +61,12 @@ struct mha_data {
 void mha_forward(benchmark::State &state, mha_shape s, attn_impl impl, attn_isa isa, int threads) {
     attn_context *ctx = context(impl, isa, threads);
     mha_data m(s);
-    const double cpu_start = process_cpu_seconds();
-    for (auto _ : state) {
-        if (!check(state, attn_mha_forward_f32(ctx, &m.d, m.x.data(), m.x.data(), m.y.data())))
-            break;
-        benchmark::ClobberMemory();
-    }
+    const double cpu_seconds = time_calls(state, [&] {
+        return attn_mha_forward_f32(ctx, &m.d, m.x.data(), m.x.data(), m.y.data());
+    });
     set_flops(state, s.forward_flops());
     set_flops_per_cpu_second(state, s.forward_flops() * double(state.iterations()),
-                             process_cpu_seconds() - cpu_start, threads);
+                             cpu_seconds, threads);
 }
 
 // The f32 layer's x and weights in bf16 (biases left out: attn_gemm has none), as a bf16
@@ -116,12 +113,10 @@ void mha_backward(benchmark::State &state, mha_shape s, attn_impl impl, attn_isa
                   int threads) {
     attn_context *ctx = context(impl, isa, threads);
     mha_data m(s);
-    for (auto _ : state) {
-        if (!check(state, attn_mha_backward_f32(ctx, &m.d, m.x.data(), m.x.data(), m.dy.data(),
-                                                m.dx.data(), nullptr, &m.g)))
-            break;
-        benchmark::ClobberMemory();
-    }
+    time_calls(state, [&] {
+        return attn_mha_backward_f32(ctx, &m.d, m.x.data(), m.x.data(), m.dy.data(), m.dx.data(),
+                                     nullptr, &m.g);
+    });
     set_flops(state, 2 * s.forward_flops());
 }
 

@@ -27,18 +27,15 @@ void quantize_attn(benchmark::State &state, attn_context *ctx, quantize_case c, 
     const int64_t groups = c.group == 0 ? 1 : dim / c.group;
     std::vector<uint8_t> dst(size_t(rows * dim));
     std::vector<float> scale(size_t(rows * groups)), zero(scale.size());
-    const double cpu0 = process_cpu_seconds();
-    for (auto _ : state) {
-        if (!check(state, attn_quantize(ctx, rows, dim, x.data(), ATTN_DTYPE_F32, dim, dst.data(),
-                                        c.type, dim, scale.data(),
-                                        c.asymmetric ? zero.data() : nullptr, groups, c.group)))
-            break;
-        benchmark::ClobberMemory();
-    }
+    const double cpu_seconds = time_calls(state, [&] {
+        return attn_quantize(ctx, rows, dim, x.data(), ATTN_DTYPE_F32, dim, dst.data(), c.type,
+                             dim, scale.data(), c.asymmetric ? zero.data() : nullptr, groups,
+                             c.group);
+    });
     const double bytes = double(rows * dim) * 4.0;
     set_bytes(state, bytes);
     set_bytes_per_cpu_second(state, bytes * double(state.iterations()),
-                             process_cpu_seconds() - cpu0, threads);
+                             cpu_seconds, threads);
 }
 
 bool register_quantize() {

@@ -98,20 +98,18 @@ void sdpa_attn(benchmark::State &state, sdpa_shape s, attn_impl impl, attn_isa i
     const void *q = typed ? static_cast<const void *>(q16.data()) : x.q.data();
     const void *k = typed ? static_cast<const void *>(k16.data()) : x.k.data();
     const void *v = typed ? static_cast<const void *>(v16.data()) : x.v.data();
-    const double cpu_start = process_cpu_seconds();
-    for (auto _ : state) {
-        if (!check(state, attn_sdpa(ctx, &d, q, k, v, x.out.data()))) break;
-        benchmark::ClobberMemory();
-    }
+    const double cpu_seconds = time_calls(state, [&] {
+        return attn_sdpa(ctx, &d, q, k, v, x.out.data());
+    });
     set_flops(state, s.flops());
     if (s.math == sdpa_math::bf16)
         set_flops_per_cpu_second(state, s.flops() * double(state.iterations()),
-                                 process_cpu_seconds() - cpu_start, threads);
+                                 cpu_seconds, threads);
     if (s.len_q == 1) {
         const double kv_bytes = 2.0 * sizeof(float) * double(s.kv_heads() * s.len_kv * s.dim);
         set_bytes(state, kv_bytes);
         set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),
-                                 process_cpu_seconds() - cpu_start, threads);
+                                 cpu_seconds, threads);
     }
 }
 

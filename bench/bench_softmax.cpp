@@ -16,11 +16,9 @@ void softmax_attn(benchmark::State &state, int64_t rows, int64_t cols, attn_impl
     attn_context *ctx = context(impl, isa, threads);
     const std::vector<float> x = random_floats(size_t(rows * cols), 3, -8.0f, 8.0f);
     std::vector<float> y(x.size());
-    for (auto _ : state) {
-        if (!check(state, attn_softmax_f32(ctx, rows, cols, 1.0f, x.data(), cols, y.data(), cols)))
-            break;
-        benchmark::ClobberMemory();
-    }
+    time_calls(state, [&] {
+        return attn_softmax_f32(ctx, rows, cols, 1.0f, x.data(), cols, y.data(), cols);
+    });
     set_bytes(state, 2.0 * sizeof(float) * double(rows) * double(cols));
 }
 

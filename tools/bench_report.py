@@ -400,7 +400,7 @@ def machine_description(run):
     ctx = run.context
     model = ctx.get("cpu_model", "CPU model not recorded in the run")
     caches = ", ".join(f"L{c['level']} {c['type'].lower()} {c['size'] // 1024} KiB"
-                       for c in ctx.get("caches", []))
+                       for c in ctx.get("caches", [])) or "caches not reported by the system"
     text = (f"{model}; {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz; "
             f"{caches}; {ctx.get('os', 'OS not recorded')}; attn built "
             f"{ctx.get('attn_build_type', '?')}; run {ctx.get('date', '?')}")
