@@ -232,10 +232,13 @@ void gradient_row(const attention_backward_tile &t, int64_t i, key_range cols, f
             const fbatch distance = xsimd::abs(fbatch(static_cast<float>(at - t.key0 - c)) - index);
             s -= fbatch(*t.alibi_slope) * distance;
         }
-        const fbatch col = fbatch(static_cast<float>(c)) + index, x = s - shift;
-        const auto live = col >= fbatch(static_cast<float>(cols.lo)) &&
-                          col < fbatch(static_cast<float>(cols.hi)) &&
-                          (x >= cut || xsimd::isnan(x));  // a NaN score stays NaN
+        const fbatch x = s - shift;
+        auto live = x >= cut || xsimd::isnan(x);  // a NaN score stays NaN
+        if (c < cols.lo || c + W > cols.hi) {     // a vector the row's visible columns cut
+            const fbatch col = fbatch(static_cast<float>(c)) + index;
+            live = live && col >= fbatch(static_cast<float>(cols.lo)) &&
+                   col < fbatch(static_cast<float>(cols.hi));
+        }
         const fbatch p = xsimd::select(live, kernels::exp<Arch>(x) * inv_l, zero);
         fbatch dp = fbatch::load_aligned(ds_row + c), pz = p;
         if (t.dropout_keys) {
@@ -296,6 +299,7 @@ void key_products(const step_ranges &seen, int64_t keys, const float *a, const f
                                            backward_bk, shared.hi - shared.lo,
                                            b + shared.lo * ldb + v0 * W, ldb,
                                            acc + c0 * dim_pad + v0 * W, dim_pad);
+            if (shared.lo == 0 && shared.hi == seen.rows) continue;  // every key sees every row
             for (int64_t c = c0; c < c0 + cc; ++c)
                 for (const key_range &part : range_parts(seen.key(c), shared).part)
                     acc_block_any<Arch, 1>(1, nvec, a + part.lo * backward_bk + c, 1, backward_bk,
@@ -322,6 +326,7 @@ void query_products(const step_ranges &seen, const float *ds, const float *k_row
                                            backward_bk, 1, shared.hi - shared.lo,
                                            k_rows + shared.lo * dim_pad + v0 * W, dim_pad,
                                            dqs + r0 * dim_pad + v0 * W, dim_pad);
+            if (shared.lo == 0 && shared.hi == seen.keys) continue;  // every row sees every key
             for (int64_t r = r0; r < r0 + rr; ++r)
                 for (const key_range &part : range_parts(seen.row(r), shared).part)
                     acc_block_any<Arch, 1>(1, nvec, ds + r * backward_bk + part.lo, backward_bk, 1,

@@ -25,12 +25,12 @@ namespace backward_detail {
 // is column c).
 template <int64_t MaxRows>
 struct step_ranges_of {
-    int64_t rows = 0;
+    int64_t rows = 0, keys = 0;                              // the step's rows, the tile's keys
     int64_t row_lo[MaxRows], row_hi[MaxRows];               // columns row r sees: [lo, hi)
     int64_t key_first[backward_bk], key_end[backward_bk];   // rows that see column c
 
     step_ranges_of(const attention_backward_tile &t, int64_t i0, int64_t step_rows)
-        : rows(step_rows) {
+        : rows(step_rows), keys(t.keys) {
         for (int64_t r = 0; r < rows; ++r) {
             const key_range k = t.visibility.row(i0 + r);
             int64_t lo = k.lo - t.key0, hi = k.hi - t.key0;
