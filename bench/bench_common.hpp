@@ -147,9 +147,9 @@ inline bool check(benchmark::State &state, attn_status s) {
 // The timed loop of one library call (call() returns its attn_status), after one untimed call
 // of it; returns the process CPU seconds of the timed loop alone (for the per-CPU-second
 // rates). The untimed call keeps one-time costs out of the figures: the first touches of the
-// buffers the set-up has just written (on some virtual machines the first access to each page
-// after the process has unmapped memory costs about a microsecond: 140 ms for the 128 MiB of
-// an f32 KV cache, 35x the decoding call itself) and the context's first scratch. A failed call
+// buffers the set-up has just written (on some virtual machines the first accesses after the
+// process has freed a large block cost a few microseconds a page: 140 ms for the 128 MiB of an
+// f32 KV cache, 35x the decoding call itself) and the context's first scratch. A failed call
 // skips the benchmark with the library's message.
 template <class Call>
 inline double time_calls(benchmark::State &state, Call &&call) {
