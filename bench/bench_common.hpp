@@ -144,22 +144,29 @@ inline bool check(benchmark::State &state, attn_status s) {
     return false;
 }
 
-// The timed loop of one library call (call() returns its attn_status), after one untimed call
-// of it; returns the process CPU seconds of the timed loop alone (for the per-CPU-second
-// rates). The untimed call keeps one-time costs out of the figures: the first touches of the
-// buffers the set-up has just written (on some virtual machines the first accesses after the
-// process has freed a large block cost a few microseconds a page: 140 ms for the 128 MiB of an
-// f32 KV cache, 35x the decoding call itself) and the context's first scratch. A failed call
-// skips the benchmark with the library's message.
-template <class Call>
-inline double time_calls(benchmark::State &state, Call &&call) {
-    if (!check(state, call())) return 0.0;
+// The timed loop of `work` (false once it has skipped the benchmark with an error), after one
+// untimed run of it; returns the process CPU seconds of the timed loop alone (for the
+// per-CPU-second rates). The untimed run keeps one-time costs out of the figures: the first
+// touches of the buffers the set-up has just written (on some virtual machines the first
+// accesses after the process has freed a large block cost a few microseconds a page: 140 ms
+// for the 128 MiB of an f32 KV cache, 35x the decoding call itself), a context's first
+// scratch, a peer's thread pool.
+template <class Work>
+inline double time_work(benchmark::State &state, Work &&work) {
+    if (!work()) return 0.0;
     const double cpu_start = process_cpu_seconds();
     for (auto _ : state) {
-        if (!check(state, call())) break;
+        if (!work()) break;
         benchmark::ClobberMemory();
     }
     return process_cpu_seconds() - cpu_start;
+}
+
+// time_work of one library call (call() returns its attn_status): a failed call skips the
+// benchmark with the library's message.
+template <class Call>
+inline double time_calls(benchmark::State &state, Call &&call) {
+    return time_work(state, [&] { return check(state, call()); });
 }
 
 }  // namespace attn_bench

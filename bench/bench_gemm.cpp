@@ -90,15 +90,11 @@ void gemm_bf16_attn(benchmark::State &state, shape s, attn_isa isa, int threads)
 void gemm_openblas(benchmark::State &state, shape s, int threads) {
     openblas_set_num_threads(threads);
     operands o(s);
-    auto sgemm = [&] {
+    time_work(state, [&] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(s.m), int(s.n), int(s.k), 1.0f,
                     o.a.data(), int(s.k), o.b.data(), int(s.n), 0.0f, o.c.data(), int(s.n));
-    };
-    sgemm();  // untimed, as time_calls does for attn: first touches and the pool's start
-    for (auto _ : state) {
-        sgemm();
-        benchmark::ClobberMemory();
-    }
+        return true;
+    });
     set_flops(state, 2.0 * double(s.m) * double(s.n) * double(s.k));
 }
 #endif
@@ -107,18 +103,13 @@ void gemm_openblas(benchmark::State &state, shape s, int threads) {
 void gemm_onednn(benchmark::State &state, shape s, int threads) {
     omp_set_num_threads(threads);
     operands o(s);
-    auto sgemm = [&] {
-        return dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, o.a.data(), s.k, o.b.data(), s.n, 0.0f,
-                          o.c.data(), s.n);
-    };
-    sgemm();  // untimed, as time_calls does for attn: first touches and OpenMP's threads
-    for (auto _ : state) {
-        if (sgemm() != dnnl_success) {
-            state.SkipWithError("dnnl_sgemm failed");
-            break;
-        }
-        benchmark::ClobberMemory();
-    }
+    time_work(state, [&] {
+        if (dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, o.a.data(), s.k, o.b.data(), s.n, 0.0f,
+                       o.c.data(), s.n) == dnnl_success)
+            return true;
+        state.SkipWithError("dnnl_sgemm failed");
+        return false;
+    });
     set_flops(state, 2.0 * double(s.m) * double(s.n) * double(s.k));
 }
 #endif

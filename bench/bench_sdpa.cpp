@@ -136,11 +136,7 @@ void sdpa_openblas(benchmark::State &state, sdpa_shape s, int threads) {
         }
         return true;
     };
-    if (!one_pass()) return;  // untimed, as time_calls does for attn
-    for (auto _ : state) {
-        if (!one_pass()) return;
-        benchmark::ClobberMemory();
-    }
+    time_work(state, one_pass);
     set_flops(state, s.flops());
 }
 #endif

@@ -284,8 +284,9 @@ void load_key_tile(const attention_backward_tile &t, const scratch_layout<Arch> 
 // acc[keys x dim] += A^T b over the step's rows, A = a[rows x bk] (P z or dS), b the step's
 // rows (dO or qs); key c sums only the rows that see it (seen.key(c)).
 template <class Arch>
-void key_products(const step_ranges &seen, int64_t keys, const float *a, const float *b,
-                  int64_t ldb, int64_t dim_pad, float *acc) {
+void key_products(const step_ranges &seen, const float *a, const float *b, int64_t ldb,
+                  int64_t dim_pad, float *acc) {
+    const int64_t keys = seen.keys;
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
     const int64_t vectors = dim_pad / W;
@@ -381,8 +382,8 @@ void attention_backward_tile(const attention_backward_tile &t) {
         }
 
         // dV += (P z)^T dO and dK += dS^T qs, key by key over the rows that see it
-        key_products<Arch>(seen, t.keys, p, dos, at.dv_pad, at.dv_pad, t.scratch + at.dv_acc);
-        key_products<Arch>(seen, t.keys, ds, qs, at.dk_pad, at.dk_pad, t.scratch + at.dk_acc);
+        key_products<Arch>(seen, p, dos, at.dv_pad, at.dv_pad, t.scratch + at.dv_acc);
+        key_products<Arch>(seen, ds, qs, at.dk_pad, at.dk_pad, t.scratch + at.dk_acc);
 
         // dq += dS K, row by row over the keys it sees
         query_products<Arch>(seen, ds, t.scratch + at.k_rows, at.dk_pad, dqs);

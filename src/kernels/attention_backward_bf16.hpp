@@ -177,8 +177,9 @@ void panel_products_pairs(const uint32_t *a, int64_t lda, int64_t pairs, const s
 // b paired over rows ([row pair][dim_pad] words); each block of keys takes the row pairs that
 // hold any row seeing one of its keys.
 template <class Arch>
-void key_products_pairs(const step_ranges &seen, int64_t keys, const uint32_t *a,
-                        const uint32_t *b, int64_t dim_pad, float *acc) {
+void key_products_pairs(const step_ranges &seen, const uint32_t *a, const uint32_t *b,
+                        int64_t dim_pad, float *acc) {
+    const int64_t keys = seen.keys;
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
     const int64_t vectors = dim_pad / W;
@@ -316,9 +317,9 @@ void attention_backward_tile_bf16(const struct attention_backward_tile &t) {
         round_key_pairs(ds, rows, words(s + at.ds_key_pairs));
 
         // dV += (P z)^T dO and dK += dS^T Q, key block by key block over the row pairs
-        key_products_pairs<Arch>(seen, t.keys, words(s + at.p_row_pairs),
+        key_products_pairs<Arch>(seen, words(s + at.p_row_pairs),
                                  words(s + at.do_row_pairs), at.dv_pad, s + at.dv_acc);
-        key_products_pairs<Arch>(seen, t.keys, words(s + at.ds_row_pairs),
+        key_products_pairs<Arch>(seen, words(s + at.ds_row_pairs),
                                  words(s + at.q_row_pairs), at.dk_pad, s + at.dk_acc);
         // dq += dS K, row block by row block over the key pairs
         query_products_pairs<Arch>(seen, words(s + at.ds_key_pairs), words(s + at.k_key_pairs),

@@ -25,7 +25,7 @@ namespace backward_detail {
 // is column c).
 template <int64_t MaxRows>
 struct step_ranges_of {
-    int64_t rows = 0, keys = 0;                              // the step's rows, the tile's keys
+    int64_t rows = 0, keys = 0;  // the step's rows; the tile's keys (columns)
     int64_t row_lo[MaxRows], row_hi[MaxRows];               // columns row r sees: [lo, hi)
     int64_t key_first[backward_bk], key_end[backward_bk];   // rows that see column c
 

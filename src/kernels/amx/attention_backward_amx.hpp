@@ -237,8 +237,9 @@ void score_products(const struct attention_backward_tile &t, const step_ranges &
 // transposed rows from the step's first (blocks of 32 rows, [dim32][32] each), b the step's
 // pairs of rows [br/2][bk][2] of P z or dS.
 template <class Tiles>
-void key_products(const step_ranges &seen, int64_t keys, const uint16_t *a_t, const float *b,
-                  int64_t dim32, float *acc_t) {
+void key_products(const step_ranges &seen, const uint16_t *a_t, const float *b, int64_t dim32,
+                  float *acc_t) {
+    const int64_t keys = seen.keys;
     for (int64_t c0 = 0; c0 < keys; c0 += 4 * block) {
         const int64_t last = (keys - c0 < 4 * block ? keys : c0 + 4 * block) - 1;
         const int64_t lo = seen.key_first[c0] / depth * depth, hi = up(seen.key_end[last], depth);
@@ -320,9 +321,9 @@ void backward_step(const struct attention_backward_tile &t, const amx_layout &at
     pair_rows_bf16(p, bk, rows32, keys16, halves(base + at.p_pairs));
     pair_rows_bf16(ds, bk, rows32, keys16, halves(base + at.ds_pairs));
     // dV^T += dO^T (P z) and dK^T += Q^T dS (Q unscaled: dK is scaled when written)
-    key_products<Tiles>(seen, t.keys, t.dout_t + i0 * at.dv32, base + at.p_pairs, at.dv32,
+    key_products<Tiles>(seen, t.dout_t + i0 * at.dv32, base + at.p_pairs, at.dv32,
                         base + at.dv_acc);
-    key_products<Tiles>(seen, t.keys, t.q_t + i0 * at.dq32, base + at.ds_pairs, at.dq32,
+    key_products<Tiles>(seen, t.q_t + i0 * at.dq32, base + at.ds_pairs, at.dq32,
                         base + at.dk_acc);
     query_products<Tiles>(t, seen, i0, at, base);
 }
