@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/quantized_elements.hpp"
+#include "kernels/attention_args.hpp"
 #include "test_features_util.hpp"
 
 namespace attn_test {
@@ -28,6 +29,11 @@ inline const char *granularity_name(granularity g) {
     }
     return "?";
 }
+
+// Query rows of a prefill: more than the decode entry takes (kernels/attention_args.hpp), so
+// K and V are dequantized while packed for the tiles; 9 rows go to the decode entry in tiles
+// of 4, K and V read in place.
+inline constexpr int64_t prefill_rows = attn::kernels::decode_max_queries + 5;
 
 inline bool is_4bit(attn_dtype t) { return t == ATTN_DTYPE_I4 || t == ATTN_DTYPE_U4; }
 inline bool is_fp8(attn_dtype t) { return t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2; }

@@ -1,5 +1,7 @@
 // Decoding shapes (len_q 1..4, any len_kv) on the SIMD path, which runs them through the
-// bandwidth-bound tile kernel (attention_decode.hpp), per ISA.
+// bandwidth-bound tile kernel (attention_decode.hpp), per ISA, and sequences of a few more rows
+// (up to kernels::decode_max_queries, 8 over f32), which it runs in tiles of 4 rows there:
+// the plan's choice, and the same values as the packed tiles those rows took before.
 //
 // Criterion as in test_sdpa_simd.cpp, per output (out, lse, weights), on every path (the
 // reference included): e(x) = max |x - exact| / (1 + |exact|) against the float64 oracle,
@@ -14,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_args.hpp"
+#include "kernels/kernels.hpp"
+#include "ops/sdpa_plan.hpp"
+#include "ops/sdpa_switch.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -163,6 +169,23 @@ std::vector<decode_case> sweep() {
             c.mask = c.kv_len = c.weights = c.lse = true;
             c.mask_shared_by_heads = len_kv == 100;
             c.dropout = 0.15f;
+            cases.push_back(c);
+        }
+    // A few rows more than a tile holds (len_q 5..8 over f32): the decode entry's tiles of 4
+    // rows, the last one short, each reading K and V in place, split or not, every option.
+    variant = 0;
+    for (int64_t len_q : {5, 7, 8})
+        for (int64_t len_kv : {17, 1024, 4097}) {
+            decode_case c;
+            c.len_q = len_q;
+            c.len_kv = len_kv;
+            c.dim_qk = c.dim_v = len_kv == 17 ? 7 : 64;
+            c.lse = c.weights = true;
+            switch (variant++ % 3) {
+            case 0: c.causal = ATTN_CAUSAL_BOTTOM_RIGHT; c.mask = c.kv_len = true; break;
+            case 1: c.causal = ATTN_CAUSAL_TOP_LEFT; c.dropout = 0.2f; break;
+            default: c.heads_q = 4; c.mask = c.mask_shared_by_heads = true; break;  // GQA 2:1
+            }
             cases.push_back(c);
         }
     // A last query tile of 2 rows (len_q = br + 2) in a split: rows 48 and 49 run here too.
@@ -366,7 +389,76 @@ TEST_P(SdpaDecode, NanScoreMakesTheRowNan) {
     }
 }
 
+// Sequences of a few rows against the packed tiles they took before the decode entry took them
+// (ops/sdpa_switch.hpp): out, lse and weights within a few float ulps of each other (the same
+// exact products, summed in another order), both sides checked against the oracle above.
+TEST_P(SdpaDecode, FewRowsAgreeWithThePackedTiles) {
+    auto ctx = attn_test::make_context(ATTN_IMPL_SIMD, GetParam().isa);
+    ASSERT_TRUE(ctx);
+    for (int64_t len_q : {5, 8}) {
+        decode_case c;
+        c.len_q = len_q;
+        c.len_kv = 1500;
+        c.dim_qk = c.dim_v = 64;
+        c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        c.mask = c.lse = c.weights = true;
+        SCOPED_TRACE(c.name());
+        const problem p(c);
+        const result few = run(ctx.get(), p);
+        attn::ops::set_few_rows_on_decode(false);
+        const result packed = run(ctx.get(), p);
+        attn::ops::set_few_rows_on_decode(true);
+        EXPECT_LE(attn_test::max_rel_error(few.out.data(), packed.out.data(), few.out.size()), 1e-5);
+        EXPECT_LE(attn_test::max_rel_error(few.lse.data(), packed.lse.data(), few.lse.size()), 1e-6);
+        EXPECT_LE(attn_test::max_rel_error(few.weights.data(), packed.weights.data(), few.weights.size()), 1e-5);
+        EXPECT_FALSE(attn_test::bitwise_equal(few.out, packed.out));  // two different kernels ran
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(PerIsa, SdpaDecode, testing::ValuesIn(attn_test::simd_paths()),
                          attn_test::path_name);
+
+// Which entry the plan gives a sequence of n rows: the decode entry up to decode_max_queries
+// rows and decode_max_query_bits / (bits of a K element) of them, in tiles of 4 rows; the
+// packing entries beyond, and for a decoding step's heads as rows; the tiles for every row
+// count with the switch off.
+TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
+    using attn::kernels::decode_max_queries;
+    const attn::kernels::kernel_table *bf16_level = attn::kernels::kernel_table_for(ATTN_ISA_AVX512_BF16);
+    ASSERT_NE(bf16_level, nullptr);
+    const struct {
+        int64_t heads_q, heads_kv, len_q;
+        attn_dtype q, kv;
+        const char *impl;
+        int64_t q_tiles;
+    } table[] = {
+        {8, 8, 5, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "decode", 2},
+        {8, 8, 8, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "decode", 2},
+        {8, 8, 9, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "f32_tiles", 1},
+        {8, 8, decode_max_queries, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode", 4},
+        {8, 8, decode_max_queries + 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},
+        {8, 8, decode_max_queries, ATTN_DTYPE_F32, ATTN_DTYPE_I4, "decode", 4},
+        {8, 8, decode_max_queries + 1, ATTN_DTYPE_F32, ATTN_DTYPE_I8, "f32_tiles", 1},
+        {32, 2, 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},  // 16 heads as rows
+    };
+    for (const auto &e : table)
+        for (const bool on : {true, false}) {
+            SCOPED_TRACE(testing::Message() << "H" << e.heads_q << " KV" << e.heads_kv << " Lq" << e.len_q
+                                            << " kv_type " << e.kv << (on ? "" : ", switch off"));
+            attn_sdpa_desc d = attn_test::make_desc(1, e.heads_q, e.heads_kv, e.len_q, 3000, 64, 64);
+            d.q_type = e.q;
+            d.kv_type = e.kv;
+            d.out_type = e.q;
+            const attn::ops::plan_kernels k{&bf16_level->attention_impls, bf16_level->vector_floats,
+                                            attn::ops::call_products_of(ATTN_FPMATH_STRICT, d),
+                                            attn::ops::heads_as_rows_min_group, on};
+            const attn::ops::sdpa_plan plan = attn::ops::plan_sdpa(d, k, 2);
+            ASSERT_EQ(plan.sequences.size(), 1u);
+            const bool few = e.len_q > attn::kernels::attention_direct_rows && std::string(e.impl) == "decode";
+            const std::string want = few && !on ? (e.q == ATTN_DTYPE_BF16 ? "bf16_pairs" : "f32_tiles") : e.impl;
+            EXPECT_EQ(plan.sequences[0].impl->name, want);
+            if (want == e.impl) EXPECT_EQ(plan.sequences[0].q_tiles, e.q_tiles);
+        }
+}
 
 }  // namespace

@@ -24,15 +24,15 @@ using namespace attn_test;
 
 class sdpa_quantized : public path_test {};
 
-// Every type x granularity x zero points, decoding (1 query row) and prefill (9 rows), on
-// this path. The zero points go with the integer types; scale NULL with FP8 only.
+// Every type x granularity x zero points, decoding (1 query row), a few rows (9: the decode
+// entry's tiles of 4) and prefill (prefill_rows), on this path. The zero points go with the integer types; scale NULL with FP8 only.
 TEST_P(sdpa_quantized, every_type_and_granularity) {
     uint32_t seed = 100;
     for (attn_dtype t : kTypes)
         for (granularity g : kGranularities)
             for (int zeros = 0; zeros < 2; ++zeros) {
                 if ((zeros && is_fp8(t)) || (g == granularity::no_scale && !is_fp8(t))) continue;
-                for (int64_t len_q : {1, 9}) {
+                for (int64_t len_q : {int64_t(1), int64_t(9), prefill_rows}) {
                     const problem p = make_problem(t, g, zeros != 0, len_q, 77, seed += 3);
                     const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
                     EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
@@ -42,8 +42,8 @@ TEST_P(sdpa_quantized, every_type_and_granularity) {
             }
 }
 
-// Long caches: decoding splits the keys into chunks merged afterwards, and a prefill of a few
-// rows; I8 per row with zero points, I4 per group, FP8 per channel.
+// Long caches: decoding splits the keys into chunks merged afterwards, a few rows, and a
+// prefill; I8 per row with zero points, I4 per group, FP8 per channel.
 TEST_P(sdpa_quantized, split_keys) {
     const struct {
         attn_dtype t;
@@ -54,7 +54,7 @@ TEST_P(sdpa_quantized, split_keys) {
                  {ATTN_DTYPE_FP8_E4M3, granularity::per_channel, false}};
     uint32_t seed = 900;
     for (const auto &c : cases)
-        for (int64_t len_q : {1, 6}) {
+        for (int64_t len_q : {int64_t(1), int64_t(6), prefill_rows}) {
             const problem p = make_problem(c.t, c.g, c.zeros, len_q, 1500, seed += 3);
             const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
             EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
@@ -71,7 +71,7 @@ TEST_P(sdpa_quantized, every_option) {
     const std::vector<float> slopes = alibi_geometric(4);
     uint32_t seed = 2000;
     for (int variant = 0; variant < 4; ++variant)
-        for (int64_t len_q : {1, 3, 9}) {
+        for (int64_t len_q : {int64_t(1), int64_t(3), int64_t(9), prefill_rows}) {
             problem p = make_problem(variant % 2 ? ATTN_DTYPE_U4 : ATTN_DTYPE_I8,
                                      variant < 2 ? granularity::per_row : granularity::per_channel,
                                      true, len_q, 77, seed += 3);
@@ -168,7 +168,7 @@ TEST_P(sdpa_quantized, e4m3_nan_codes) {
 // output finite and, divided by the scale, the reference's at the tolerance of the rule
 // (decode and prefill, rows of 128 and 32).
 TEST_P(sdpa_quantized, e4m3_huge_v_scales) {
-    for (int64_t len_q : {1, 9})
+    for (int64_t len_q : {int64_t(1), int64_t(9), prefill_rows})
         for (int64_t dim_v : {128, 32}) {
             problem p = make_problem(ATTN_DTYPE_FP8_E4M3, granularity::per_row, false, len_q, 77,
                                      7100 + uint32_t(len_q + dim_v), 8, 128, dim_v);
@@ -191,7 +191,7 @@ INSTANTIATE_TEST_SUITE_P(paths, sdpa_quantized, testing::ValuesIn(all_paths()), 
 // with zero points and I4 per group of 32; decode and prefill, on every path.
 TEST(sdpa_quantized_paged, same_bits_as_contiguous) {
     for (attn_dtype t : {ATTN_DTYPE_I8, ATTN_DTYPE_I4})
-        for (int64_t len_q : {1, 9}) {
+        for (int64_t len_q : {int64_t(1), int64_t(9), prefill_rows}) {
             const granularity g = t == ATTN_DTYPE_I8 ? granularity::per_row : granularity::group32;
             const problem p = make_problem(t, g, t == ATTN_DTYPE_I8, len_q, 77, 3000 + uint32_t(len_q));
             const paged_cache paged = page_cache(p, 16);
@@ -212,7 +212,7 @@ TEST(sdpa_quantized_prefill, same_bits_as_the_dequantized_f32_cache) {
     for (attn_fpmath fpmath : {ATTN_FPMATH_STRICT, ATTN_FPMATH_BF16})
         for (attn_dtype t : {ATTN_DTYPE_I8, ATTN_DTYPE_U4, ATTN_DTYPE_FP8_E5M2}) {
             const granularity g = t == ATTN_DTYPE_U4 ? granularity::group32 : granularity::per_row;
-            const problem p = make_problem(t, g, t == ATTN_DTYPE_U4, 9, 77, 6000 + uint32_t(t));
+            const problem p = make_problem(t, g, t == ATTN_DTYPE_U4, prefill_rows, 77, 6000 + uint32_t(t));
             attn_sdpa_desc f = p.d;
             f.kv_type = ATTN_DTYPE_F32;
             f.k_scale = f.v_scale = f.k_zero = f.v_zero = nullptr;
@@ -237,7 +237,7 @@ TEST(sdpa_quantized_prefill, same_bits_as_the_dequantized_f32_cache) {
 
 // The same bits with 1, 2 and 3 threads, decode (split keys) and prefill.
 TEST(sdpa_quantized_threads, bitwise_across_thread_counts) {
-    for (int64_t len_q : {1, 9}) {
+    for (int64_t len_q : {int64_t(1), int64_t(9), prefill_rows}) {
         const problem p = make_problem(ATTN_DTYPE_U8, granularity::group32, true, len_q, 1200, 4000);
         std::vector<float> first;
         for (int threads : {1, 2, 3}) {

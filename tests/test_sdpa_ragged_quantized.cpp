@@ -49,9 +49,10 @@ quantized_rows quantize(const std::vector<float> &x, int64_t rows, int64_t D, co
 class ragged_quantized_test : public attn_test::path_test {};
 
 TEST_P(ragged_quantized_test, PackedStepEqualsEachSequenceAloneAndPaged) {
-    // (queries, cached keys): a prefill chunk, long and short decodes, an idle sequence
+    // (queries, cached keys): short chunks (the decode entry's tiles of 4 rows), long and
+    // short decodes, an idle sequence, a prefill chunk of more rows than the decode entry takes
     const std::vector<std::pair<int32_t, int32_t>> seqs = {{4, 40}, {1, 600}, {1, 35}, {0, 10},
-                                                           {9, 130}};
+                                                           {9, 130}, {21, 150}};
     const int64_t B = int64_t(seqs.size()), H = 8, KV = 2, D = 64, page = 16, stride = 38;
     std::vector<int32_t> q_start = {0}, kv_start = {0}, kv_len;
     for (auto [n, keys] : seqs) {
@@ -71,7 +72,7 @@ TEST_P(ragged_quantized_test, PackedStepEqualsEachSequenceAloneAndPaged) {
         const quantized_rows k = quantize(kf, total_k * KV, D, c), v = quantize(vf, total_k * KV, D, c);
         const int64_t g = k.groups;
         attn_sdpa_desc d;
-        attn_sdpa_desc_init(&d, B, H, 9, 600, D);
+        attn_sdpa_desc_init(&d, B, H, 21, 600, D);
         d.heads_kv = KV;
         d.kv_type = c.type;
         d.q = d.out = attn_layout{0, D, H * D};

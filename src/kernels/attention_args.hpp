@@ -14,6 +14,16 @@ namespace attn::kernels {
 // Up to this many query rows, a tile reads K rows directly (dot products) instead of packing.
 inline constexpr int64_t attention_direct_rows = 4;
 
+// A sequence of up to this many query rows, and no more than decode_max_query_bits / (bits of a
+// K element) of them (f32 8, 16 and fewer bits 16), takes such tiles: each tile of
+// attention_direct_rows rows reads the keys again (from cache: a head's K and V of 4096 keys
+// are 2 MiB in bf16), which costs less than packing them for so few rows. H8 Lk4096 D128, one
+// thread, against the packed tiles: 5 rows 2.4x (bf16, I8) and 1.5x (f32) faster, 8 rows 2.2x /
+// 1.6x, 16 rows 1.3-1.5x (bf16, I8), 32 rows 0.9-1.2x (hence 16), f32 16 rows 0.86-1.1x
+// (hence 8).
+inline constexpr int64_t decode_max_queries = 16;
+inline constexpr int64_t decode_max_query_bits = 256;
+
 // One query tile of one (batch, query head) against the keys [key_begin, key_end):
 //   S = the scores of core/scores.hpp (scale, softcap, + mask, - ALiBi), hidden keys
 //   never read, online softmax with the row's sink in the denominator, O = softmax(S) V.

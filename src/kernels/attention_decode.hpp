@@ -1,7 +1,8 @@
-// Attention for a few query rows (decoding: len_q 1..4 against a long KV cache), where the
-// time goes into reading K and V from memory, not into arithmetic. Same contract as
-// attention_forward_tile (attention_args.hpp) for t.rows <= attention_direct_rows and K read
-// in place (t.k_packed null). The keys are taken in blocks of decode_block_keys:
+// Attention for a few query rows (decoding: len_q 1..4 against a long KV cache, or a tile of
+// 4 rows of a sequence of up to decode_max_queries), where the time goes into reading K and V,
+// not into packing them. Same contract as attention_forward_tile (attention_args.hpp) for
+// t.rows <= attention_direct_rows and K read in place (t.k_packed null). The keys are taken
+// in blocks of decode_block_keys:
 //   S[r, c]  = (scale q_r) . k_{j0+c}       W keys at a time, W independent sums
 //   S  = softcap, + mask, - ALiBi (core/scores.hpp); keys outside row r's window,
 //        causal limit or kv_len hidden (never read, K or V)

@@ -126,7 +126,7 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
     part_outs_.clear();
     part_lses_.clear();
     const plan_kernels impls{&kt.attention_impls, kt.vector_floats, call_products_of(ex.fpmath, d),
-                             heads_as_rows_from()};
+                             heads_as_rows_from(), few_rows_on_decode()};
     const int slots = worker_slots(ex);
     plan_sdpa(d, impls, slots, plan_);
     group_ = d.heads_q / d.heads_kv;
@@ -386,10 +386,17 @@ std::atomic<int64_t> &heads_as_rows_group() {
     return from;
 }
 
+std::atomic<bool> &few_rows_switch() {
+    static std::atomic<bool> on{true};
+    return on;
+}
+
 }  // namespace
 
 void set_heads_as_rows_from(int64_t min_group) { heads_as_rows_group().store(min_group); }
 int64_t heads_as_rows_from() { return heads_as_rows_group().load(); }
+void set_few_rows_on_decode(bool on) { few_rows_switch().store(on); }
+bool few_rows_on_decode() { return few_rows_switch().load(); }
 
 void sdpa(const exec &ex, const attn_sdpa_desc &d, const void *q, const void *k, const void *v,
           void *out, const row_stats *stats) {

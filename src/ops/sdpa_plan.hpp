@@ -31,12 +31,15 @@ inline constexpr int64_t heads_as_rows_min_group = 16;
 // What the plan needs of the kernels: the ISA's attention implementations (best first), its
 // vector width, and the products this call's types and fpmath allow;
 // heads_as_rows_from: the smallest group planned with heads as tile rows (0: none; other than
-// heads_as_rows_min_group only for comparisons, ops/sdpa_switch.hpp).
+// heads_as_rows_min_group only for comparisons, ops/sdpa_switch.hpp); few_rows_on_decode:
+// whether sequences of more rows than a decode tile holds may take the decode entry (false
+// only for comparisons).
 struct plan_kernels {
     const kernels::attention_impl_list *impls;
     int64_t vector_floats;
     kernels::call_products products;
     int64_t heads_as_rows_from = heads_as_rows_min_group;
+    bool few_rows_on_decode = true;
 };
 
 // Split keys: a sequence whose query tiles give fewer than split_below_tiles tiles over its
