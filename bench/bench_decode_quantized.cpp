@@ -2,7 +2,7 @@
 // models: one query row per head, H32 over 8 KV heads, D128, B = 1, on the highest SIMD level,
 // and over 32 KV heads (one query row per KV head: no reuse of a dequantized vector):
 //   decode_quantized/simd/<isa>/threads:{1,2}/H32_KV<KV>_Lk<L>_D128_<cache>
-//   (KV, L) in {(8, 4096), (8, 16384), (32, 4096)}; cache: bf16, I8_row (int8, one scale per row),
+//   (KV, L) in {(8, 4096), (8, 16384), (32, 4096), (32, 16384): 256 MiB of bf16, from memory}; cache: bf16, I8_row (int8, one scale per row),
 //   I8_g32 (int8, a scale per 32 elements: llama.cpp's q8_0), I4_g32 and U4_g32 (4-bit, a scale
 //   per 32 elements; U4 with zero points), FP8_E4M3_row.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
@@ -11,12 +11,24 @@
 // level automatic dispatch picks, each against the bf16 cache of the same run; I8 also with an
 // f32 output (which keeps P in f32: the f32 tiles, unless ATTN_FPMATH_BF16):
 //   prefill_quantized/simd/<isa>/threads:{1,2}/H8_L2048_D128_<cache>[_fpmath_bf16|_out_f32]
+// A few query rows a head over f32, bf16 and I8 caches (speculative decoding's drafts, short
+// chunks of prefill), causal, Lk 4096, D128, f32 queries on the highest SIMD level (bf16
+// queries and output over the bf16 cache on the bf16 levels: cache bf16q), 8 heads over 8 KV
+// heads, and 32 over 8 for I8:
+//   few_rows/<impl>/<isa>/threads:1/H<H>_KV8_Lq<n>_Lk4096_D128_<cache>, n in {5, 8, 16}
+// impl "simd" as planned (the decode entry, tiles of 4 rows reading K and V in place, where
+// few rows share a KV head: kernels/attention_args.hpp), "packed_tiles" the same call with
+// that switched off (ops/sdpa_switch.hpp: the packing entries those rows took before), for the
+// ratio in one run; shapes the plan packs either way are not registered.
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench_common.hpp"
+#include "kernels/attention_args.hpp"
+#include "ops/sdpa_switch.hpp"
 #include "ref/convert.hpp"
 
 namespace attn_bench {
@@ -46,7 +58,16 @@ struct cache_data {
             if (c.type == ATTN_DTYPE_FP8_E4M3) k[i] &= 0xbf, v[i] &= 0xbf;  // |x| < 2: no NaN codes
             if (c.type == ATTN_DTYPE_BF16 && i % 2 == 1) k[i] = 0x3c, v[i] = 0x3c;  // bf16 of order 0.01
         }
-        const int64_t groups = c.type == ATTN_DTYPE_BF16 ? 0 : dim / (c.group ? c.group : dim);
+        if (c.type == ATTN_DTYPE_F32) {  // f32 values of order 0.01
+            const std::vector<float> x = random_floats(kv_n, 2);
+            for (size_t i = 0; i < kv_n; ++i) {
+                const float a = 0.01f * x[i], b = 0.01f * x[kv_n - 1 - i];
+                std::memcpy(&k[4 * i], &a, 4);
+                std::memcpy(&v[4 * i], &b, 4);
+            }
+        }
+        const bool quantized = c.type != ATTN_DTYPE_BF16 && c.type != ATTN_DTYPE_F32;
+        const int64_t groups = quantized ? dim / (c.group ? c.group : dim) : 0;
         scale.assign(size_t(heads_kv * len_kv * groups), 0.01f);
         zero.assign(scale.size(), 8.0f);
         d.heads_kv = heads_kv;
@@ -102,6 +123,26 @@ void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa,
     set_flops(state, 4.0 * double(heads) * double(len) * double(len) * double(dim));
 }
 
+void few_rows(benchmark::State &state, quantized_cache c, int64_t heads, int64_t len_q, attn_isa isa,
+              bool bf16_q, bool decode_entry) {
+    const int64_t heads_kv = 8, len_kv = 4096, dim = 128;
+    attn_context *ctx = context(ATTN_IMPL_SIMD, isa, 1);
+    if (ctx == nullptr) return state.SkipWithError("this CPU cannot run the level");
+    const std::vector<float> qf = random_floats(size_t(heads * len_q * dim), 1);
+    const std::vector<uint16_t> qb = to_bf16(qf);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d, 1, heads, len_q, len_kv, dim);
+    d.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (bf16_q) d.q_type = d.out_type = ATTN_DTYPE_BF16;
+    const cache_data cache(c, heads_kv, len_kv, dim, d);
+    std::vector<float> out(qf.size());
+    const void *q = bf16_q ? static_cast<const void *>(qb.data()) : qf.data();
+    attn::ops::set_few_rows_on_decode(decode_entry);
+    time_calls(state, [&] { return attn_sdpa(ctx, &d, q, cache.k.data(), cache.v.data(), out.data()); });
+    attn::ops::set_few_rows_on_decode(true);
+    set_flops(state, 4.0 * double(heads * len_q) * double(len_kv * dim));
+}
+
 bool register_decode_quantized() {
     const std::vector<attn_isa> isas = simd_isas();
     if (isas.empty()) return false;
@@ -111,7 +152,7 @@ bool register_decode_quantized() {
                                       {"I4_g32", ATTN_DTYPE_I4, 32, false},
                                       {"U4_g32", ATTN_DTYPE_U4, 32, true},
                                       {"FP8_E4M3_row", ATTN_DTYPE_FP8_E4M3, 0, false}};
-    const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}};  // {heads_kv, len_kv}
+    const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}, {32, 16384}};  // {heads_kv, len_kv}
     for (const auto &s : shapes)
         for (const quantized_cache &c : caches)
             for (int threads : {1, 2}) {
@@ -146,6 +187,30 @@ bool register_decode_quantized() {
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
         }
+    const quantized_cache f32{"f32", ATTN_DTYPE_F32, 0, false};
+    const struct {
+        quantized_cache c;
+        bool bf16_q;
+        const char *name;
+        int64_t heads;
+    } few[] = {{f32, false, "f32", 8}, {caches[0], false, "bf16", 8}, {caches[1], false, "I8_row", 8},
+               {caches[0], true, "bf16q", 8}, {caches[1], false, "I8_row", 32}};
+    for (const auto &f : few)
+        for (attn_isa isa : f.bf16_q ? bf16_isas() : std::vector<attn_isa>{isas.back()})
+            for (int64_t len_q : {5, 8, 16}) {
+                // (bf16 queries over bf16: pairs, twice the bits)
+                const int64_t bits = int64_t(attn_dtype_bits(f.c.type)) * (f.bf16_q ? 2 : 1);
+                if (f.heads / 8 * len_q * bits > attn::kernels::decode_few_row_bits) continue;  // packed either way
+                for (const bool decode_entry : {true, false}) {
+                    const std::string shape = "H" + std::to_string(f.heads) + "_KV8_Lq" + std::to_string(len_q) +
+                                              "_Lk4096_D128_" + f.name;
+                    benchmark::RegisterBenchmark(
+                        bench_name("few_rows", decode_entry ? "simd" : "packed_tiles", isa_name(isa), 1, shape).c_str(),
+                        few_rows, f.c, f.heads, len_q, isa, f.bf16_q, decode_entry)
+                        ->UseRealTime()
+                        ->Unit(benchmark::kMillisecond);
+                }
+            }
     return true;
 }
 

@@ -11,7 +11,7 @@ inline attn::kernels::attention_impl_list fake_impls() {
     attn::kernels::attention_impl decode{};
     decode.name = "decode";
     decode.max_queries = 4;
-    decode.max_query_bits = 0;
+    decode.few_queries = decode.few_row_bits = 0;
     decode.br = 96;
     decode.bc = 128;
     decode.nr = 64;

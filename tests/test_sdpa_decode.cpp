@@ -1,6 +1,7 @@
 // Decoding shapes (len_q 1..4, any len_kv) on the SIMD path, which runs them through the
 // bandwidth-bound tile kernel (attention_decode.hpp), per ISA, and sequences of a few more rows
-// (up to kernels::decode_max_queries, 8 over f32), which it runs in tiles of 4 rows there:
+// (up to kernels::decode_few_queries, 8 over f32, fewer a head with grouped heads), which it
+// runs in tiles of 4 rows there:
 // the plan's choice, and the same values as the packed tiles those rows took before.
 //
 // Criterion as in test_sdpa_simd.cpp, per output (out, lse, weights), on every path (the
@@ -184,7 +185,7 @@ std::vector<decode_case> sweep() {
             switch (variant++ % 3) {
             case 0: c.causal = ATTN_CAUSAL_BOTTOM_RIGHT; c.mask = c.kv_len = true; break;
             case 1: c.causal = ATTN_CAUSAL_TOP_LEFT; c.dropout = 0.2f; break;
-            default: c.heads_q = 4; c.mask = c.mask_shared_by_heads = true; break;  // GQA 2:1
+            default: c.mask = c.mask_shared_by_heads = true; c.dropout = 0.1f; break;
             }
             cases.push_back(c);
         }
@@ -418,12 +419,12 @@ TEST_P(SdpaDecode, FewRowsAgreeWithThePackedTiles) {
 INSTANTIATE_TEST_SUITE_P(PerIsa, SdpaDecode, testing::ValuesIn(attn_test::simd_paths()),
                          attn_test::path_name);
 
-// Which entry the plan gives a sequence of n rows: the decode entry up to decode_max_queries
-// rows and decode_max_query_bits / (bits of a K element) of them, in tiles of 4 rows; the
-// packing entries beyond, and for a decoding step's heads as rows; the tiles for every row
-// count with the switch off.
+// Which entry the plan gives a sequence of n rows: the decode entry up to attention_direct_rows
+// rows, and up to decode_few_queries rows while query heads a KV head x rows x bits of a K
+// element stay within decode_few_row_bits, in tiles of 4 rows; the packing entries beyond, and
+// for a decoding step's heads as rows; the tiles for more than 4 rows with the switch off.
 TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
-    using attn::kernels::decode_max_queries;
+    using attn::kernels::decode_few_queries;
     const attn::kernels::kernel_table *bf16_level = attn::kernels::kernel_table_for(ATTN_ISA_AVX512_BF16);
     ASSERT_NE(bf16_level, nullptr);
     const struct {
@@ -435,10 +436,19 @@ TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
         {8, 8, 5, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "decode", 2},
         {8, 8, 8, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "decode", 2},
         {8, 8, 9, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "f32_tiles", 1},
-        {8, 8, decode_max_queries, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode", 4},
-        {8, 8, decode_max_queries + 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},
-        {8, 8, decode_max_queries, ATTN_DTYPE_F32, ATTN_DTYPE_I4, "decode", 4},
-        {8, 8, decode_max_queries + 1, ATTN_DTYPE_F32, ATTN_DTYPE_I8, "f32_tiles", 1},
+        {8, 4, 5, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "f32_tiles", 1},  // 10 rows share a KV head
+        {8, 8, decode_few_queries, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode", 4},
+        {8, 8, decode_few_queries + 1, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "f32_tiles", 1},
+        {8, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode", 2},      // bf16 pairs: half the rows
+        {8, 8, 9, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},
+        {32, 8, 5, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "f32_tiles", 1},
+        {32, 8, 8, ATTN_DTYPE_F32, ATTN_DTYPE_I8, "decode", 2},
+        {32, 8, 9, ATTN_DTYPE_F32, ATTN_DTYPE_I8, "f32_tiles", 1},
+        {8, 8, decode_few_queries, ATTN_DTYPE_F32, ATTN_DTYPE_I4, "decode", 4},
+        {8, 8, decode_few_queries + 1, ATTN_DTYPE_F32, ATTN_DTYPE_I4, "f32_tiles", 1},
+        {8, 8, decode_few_queries, ATTN_DTYPE_BF16, ATTN_DTYPE_I8, "decode", 4},  // code pairs
+        {32, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_I8, "bf16_code_pairs", 1},
+        {12, 1, 1, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "decode", 1},        // a decoding step: always
         {32, 2, 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},  // 16 heads as rows
     };
     for (const auto &e : table)
@@ -455,7 +465,10 @@ TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
             const attn::ops::sdpa_plan plan = attn::ops::plan_sdpa(d, k, 2);
             ASSERT_EQ(plan.sequences.size(), 1u);
             const bool few = e.len_q > attn::kernels::attention_direct_rows && std::string(e.impl) == "decode";
-            const std::string want = few && !on ? (e.q == ATTN_DTYPE_BF16 ? "bf16_pairs" : "f32_tiles") : e.impl;
+            const char *packing = e.q != ATTN_DTYPE_BF16    ? "f32_tiles"
+                                  : e.kv == ATTN_DTYPE_BF16 ? "bf16_pairs"
+                                                            : "bf16_code_pairs";
+            const std::string want = few && !on ? packing : e.impl;
             EXPECT_EQ(plan.sequences[0].impl->name, want);
             if (want == e.impl) EXPECT_EQ(plan.sequences[0].q_tiles, e.q_tiles);
         }

@@ -49,8 +49,9 @@ quantized_rows quantize(const std::vector<float> &x, int64_t rows, int64_t D, co
 class ragged_quantized_test : public attn_test::path_test {};
 
 TEST_P(ragged_quantized_test, PackedStepEqualsEachSequenceAloneAndPaged) {
-    // (queries, cached keys): short chunks (the decode entry's tiles of 4 rows), long and
-    // short decodes, an idle sequence, a prefill chunk of more rows than the decode entry takes
+    // (queries, cached keys): short chunks (4 rows on the decode entry; 9 there over 4-bit
+    // codes, packed over 8-bit ones), long and short decodes, an idle sequence, a prefill
+    // chunk of more rows than the decode entry takes
     const std::vector<std::pair<int32_t, int32_t>> seqs = {{4, 40}, {1, 600}, {1, 35}, {0, 10},
                                                            {9, 130}, {21, 150}};
     const int64_t B = int64_t(seqs.size()), H = 8, KV = 2, D = 64, page = 16, stride = 38;

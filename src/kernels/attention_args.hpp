@@ -14,15 +14,18 @@ namespace attn::kernels {
 // Up to this many query rows, a tile reads K rows directly (dot products) instead of packing.
 inline constexpr int64_t attention_direct_rows = 4;
 
-// A sequence of up to this many query rows, and no more than decode_max_query_bits / (bits of a
-// K element) of them (f32 8, 16 and fewer bits 16), takes such tiles: each tile of
-// attention_direct_rows rows reads the keys again (from cache: a head's K and V of 4096 keys
-// are 2 MiB in bf16), which costs less than packing them for so few rows. H8 Lk4096 D128, one
-// thread, against the packed tiles: 5 rows 2.4x (bf16, I8) and 1.5x (f32) faster, 8 rows 2.2x /
-// 1.6x, 16 rows 1.3-1.5x (bf16, I8), 32 rows 0.9-1.2x (hence 16), f32 16 rows 0.86-1.1x
-// (hence 8).
-inline constexpr int64_t decode_max_queries = 16;
-inline constexpr int64_t decode_max_query_bits = 256;
+// A sequence of up to decode_few_queries rows takes such tiles too when the rows that share one
+// packing of a KV head's K and V (query heads a KV head x rows) times the bits of a K element
+// are at most decode_few_row_bits (twice the bits where the call may take bf16 pairs, whose
+// products run at twice the f32 rate: attention_impl_list::choose): each tile of
+// attention_direct_rows rows reads the keys again (from cache: a KV head's K and V of 4096 keys
+// are 2 MiB in bf16), where packing would be shared by that many rows. One thread, causal,
+// Lk4096 D128, against the packed tiles (bench/bench_decode_quantized.cpp's few_rows): one query
+// head a KV head, 5 rows 2.2x (bf16, I8) and 1.4x (f32) faster, 8 rows 1.9-2.0x / 1.4x, 16 rows
+// 1.2-1.3x (bf16, I8); bf16 queries over bf16 (pairs) 5 rows 1.35x, 8 rows 1.0-1.3x, 16 rows
+// 0.8x; four query heads a KV head over I8, 5 rows 1.5x, 8 rows 1.35x, 16 rows 0.88x.
+inline constexpr int64_t decode_few_queries = 16;
+inline constexpr int64_t decode_few_row_bits = 256;
 
 // One query tile of one (batch, query head) against the keys [key_begin, key_end):
 //   S = the scores of core/scores.hpp (scale, softcap, + mask, - ALiBi), hidden keys

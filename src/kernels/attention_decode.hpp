@@ -1,5 +1,5 @@
 // Attention for a few query rows (decoding: len_q 1..4 against a long KV cache, or a tile of
-// 4 rows of a sequence of up to decode_max_queries), where the time goes into reading K and V,
+// 4 rows of a sequence of up to decode_few_queries), where the time goes into reading K and V,
 // not into packing them. Same contract as attention_forward_tile (attention_args.hpp) for
 // t.rows <= attention_direct_rows and K read in place (t.k_packed null). The keys are taken
 // in blocks of decode_block_keys:

@@ -40,8 +40,9 @@ template <class Arch>
 attention_impl attention_decode_entry() {
     attention_impl e{};
     e.name = "decode";
-    e.max_queries = decode_max_queries;
-    e.max_query_bits = decode_max_query_bits;
+    e.max_queries = attention_direct_rows;
+    e.few_queries = decode_few_queries;
+    e.few_row_bits = decode_few_row_bits;
     e.br = attention_direct_rows;  // its tiles' rows (a sequence of more takes several)
     e.bc = attention_blocking<Arch>::bc;
     e.nr = attention_blocking<Arch>::nr_vectors * int(xsimd::batch<float, Arch>::size);
@@ -57,7 +58,7 @@ attention_impl attention_f32_tiles_entry() {
     attention_impl e = attention_decode_entry<Arch>();
     e.name = "f32_tiles";
     e.max_queries = 0;
-    e.max_query_bits = 0;
+    e.few_queries = e.few_row_bits = 0;
     e.br = attention_blocking<Arch>::br;
     e.pack_k = &attention_pack_k<Arch>;
     e.pack_v = &attention_pad_v<Arch>;

@@ -9,9 +9,9 @@
 //   decode      a few query rows (or a decoding step of a small head group, its heads as
 //               rows): K and V read in place, widened (and dequantized) in registers, nothing
 //               packed (attention_decode.hpp), attention_direct_rows rows a tile; a sequence
-//               of up to decode_max_queries rows (speculative decoding's drafts, a short
-//               chunk of prefill) too, its tiles each reading the keys again (from cache),
-//               while that costs less than packing them; a decoding step of a large head group (MLA,
+//               of a few more rows (speculative decoding's drafts, a short chunk of prefill)
+//               too, its tiles each reading the keys again (from cache), while that costs less
+//               than packing them (attention_args.hpp); a decoding step of a large head group (MLA,
 //               GQA of 16 heads a KV head or more) goes to the entries below with its heads as
 //               the tile's rows (ops/sdpa_plan.hpp);
 //   amx_tiles   the amx levels, when bf16 products are allowed: S and P V on AMX tiles, K and V
@@ -48,12 +48,12 @@ struct call_products {
 
 struct attention_impl {
     const char *name;
-    // The sequences it takes: at most max_queries query rows (0: any number), and where
-    // max_query_bits is set, no more than max_query_bits / (bits of a K element) of them;
-    // when pair_products (code_pairs), only in calls that allow call_products::pairs
-    // (code_pairs).
+    // The sequences it takes: at most max_queries query rows (0: any number), or up to
+    // few_queries rows when the rows that share a KV head (query heads a KV head x rows) times
+    // the bits of a K element are at most few_row_bits; when pair_products (code_pairs), only
+    // in calls that allow call_products::pairs (code_pairs).
     int64_t max_queries;
-    int64_t max_query_bits;
+    int64_t few_queries, few_row_bits;
     bool pair_products;
     bool code_pairs;
     // Its tiles: query rows and keys per tile, keys per packed K panel, and the scratch of one
@@ -80,9 +80,9 @@ struct attention_impl {
 
     bool packs() const { return pack_k != nullptr; }
     int64_t k_floats_per_key(int64_t dim_qk) const { return k_pairs ? (dim_qk + 1) / 2 : dim_qk; }
-    bool takes(int64_t queries, call_products allowed, int64_t kv_bits) const {
-        return (max_queries == 0 || queries <= max_queries) &&
-               (max_query_bits == 0 || queries * kv_bits <= max_query_bits) &&
+    bool takes(int64_t queries, call_products allowed, int64_t group, int64_t kv_bits) const {
+        return (max_queries == 0 || queries <= max_queries ||
+                (queries <= few_queries && group * queries * kv_bits <= few_row_bits)) &&
                (!pair_products || allowed.pairs) && (!code_pairs || allowed.code_pairs);
     }
 };
@@ -93,18 +93,24 @@ struct attention_impl_list {
     attention_impl entries[capacity];
     int count;
 
-    // The first entry that takes a sequence of `queries` query rows over K elements of
-    // kv_bits bits.
-    const attention_impl &choose(int64_t queries, call_products allowed, int64_t kv_bits = 32) const {
+    // The first entry that takes a sequence of `queries` query rows, `group` query heads a
+    // KV head, over K elements of kv_bits bits. Where the call may run on an entry of bf16
+    // pairs, whose products run at twice the f32 rate, the few-rows rule counts twice the bits.
+    const attention_impl &choose(int64_t queries, call_products allowed, int64_t group = 1,
+                                 int64_t kv_bits = 32) const {
+        bool pairs = false;
+        for (int i = 0; i < count; ++i)
+            pairs |= (entries[i].pair_products && allowed.pairs) || (entries[i].code_pairs && allowed.code_pairs);
+        if (pairs) kv_bits *= 2;
         for (int i = 0; i + 1 < count; ++i)
-            if (entries[i].takes(queries, allowed, kv_bits)) return entries[i];
+            if (entries[i].takes(queries, allowed, group, kv_bits)) return entries[i];
         return entries[count - 1];
     }
     // The first entry that packs K and takes `rows` rows (a decoding step's heads as the rows
     // of its tiles: ops/sdpa_plan.hpp).
     const attention_impl &choose_packing(int64_t rows, call_products allowed) const {
         for (int i = 0; i + 1 < count; ++i)
-            if (entries[i].packs() && entries[i].takes(rows, allowed, 0)) return entries[i];
+            if (entries[i].packs() && entries[i].takes(rows, allowed, 1, 32)) return entries[i];
         return entries[count - 1];
     }
     // The entry called `name`, or null.

@@ -4,7 +4,7 @@
 //   decoding step as before heads became tile rows (the decode entry, a few heads a tile), a
 //   smaller group tries them where the default would not;
 // - whether sequences of more query rows than one decode tile holds (up to
-//   kernels::decode_max_queries) may take the decode entry (default true); false plans them on
+//   kernels::decode_few_queries) may take the decode entry (default true); false plans them on
 //   the packing entries, as before they could.
 #pragma once
 
