@@ -33,12 +33,17 @@ REFERENCE, SIMD = "ref", "simd"
 # The peers, strongest first: oneDNN (f32 and bf16 GEMM near the FMA peak), then OpenBLAS.
 PEER_ORDER = ["onednn", "onednn_bf16", "openblas"]
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-# The summary's decode table: one decoding step (H32 over 8 KV heads, 4096 keys, D128) per KV
-# cache type, as (type, op, shape) of bench_decode.cpp and bench_decode_quantized.cpp.
+# The summary's decode table: one decoding step per KV cache type, as (type, op, shape) of
+# bench_decode.cpp and bench_decode_quantized.cpp: H32 over 8 KV heads, 4096 keys, D128 (each K
+# and V vector serves 4 query heads), and over 32 KV heads, 16384 keys (one query head a KV
+# head, the cache read from memory: 256 MiB in bf16), each type against bf16 of its shape.
 DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
                    ("bf16", "decode_quantized", "H32_KV8_Lk4096_D128_bf16"),
                    ("I8, scale per row", "decode_quantized", "H32_KV8_Lk4096_D128_I8_row"),
-                   ("I4, scale per 32", "decode_quantized", "H32_KV8_Lk4096_D128_I4_g32")]
+                   ("I4, scale per 32", "decode_quantized", "H32_KV8_Lk4096_D128_I4_g32"),
+                   ("bf16", "decode_quantized", "H32_KV32_Lk16384_D128_bf16"),
+                   ("I8, scale per row", "decode_quantized", "H32_KV32_Lk16384_D128_I8_row"),
+                   ("I4, scale per 32", "decode_quantized", "H32_KV32_Lk16384_D128_I4_g32")]
 # Ops whose summary shapes are named rather than picked from the middle of the sweep: prefill
 # over an I8 cache (a scale per row, the codes' pairs) against the bf16 cache it replaces.
 PINNED_SHAPES = {"prefill_quantized": ["H8_L2048_D128_bf16", "H8_L2048_D128_I8_row"]}
@@ -315,14 +320,20 @@ def peer_losses(run):
 def decode_rows(run):
     """Decoding per KV cache type (DECODE_PER_TYPE): time, bytes read (values and scales), GB/s,
     its fraction of the read bandwidth measured in the same run at 128 MiB
-    (machine/read_bw_decode, same ISA and threads), and the speed over the bf16 cache's."""
+    (machine/read_bw_decode, same ISA and threads), and the speed over the bf16 cache's of the
+    same shape."""
     header = ["KV cache", "shape", "isa", "threads", "ms", "MiB read", "GB/s",
               "read_bw_decode GB/s", "of read bw", "speed vs bf16"]
     rows = []
+
+    def heads_and_keys(shape):
+        return "_".join(shape.split("_")[:3])
+
     for t in run.thread_counts():
-        bf16 = next((run.one(op=op, impl=SIMD, threads=t, shape=shape)
-                     for name, op, shape in DECODE_PER_TYPE if name == "bf16"), None)
         for name, op, shape in DECODE_PER_TYPE:
+            bf16 = next((run.one(op=o, impl=SIMD, threads=t, shape=s)
+                         for n, o, s in DECODE_PER_TYPE
+                         if n == "bf16" and heads_and_keys(s) == heads_and_keys(shape)), None)
             r = run.one(op=op, impl=SIMD, threads=t, shape=shape)
             if r is None or not r.gbps:
                 continue
