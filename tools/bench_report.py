@@ -45,8 +45,10 @@ DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
                    ("I8, scale per row", "decode_quantized", "H32_KV32_Lk16384_D128_I8_row"),
                    ("I4, scale per 32", "decode_quantized", "H32_KV32_Lk16384_D128_I4_g32")]
 # Ops whose summary shapes are named rather than picked from the middle of the sweep: prefill
-# over an I8 cache (a scale per row, the codes' pairs) against the bf16 cache it replaces.
-PINNED_SHAPES = {"prefill_quantized": ["H8_L2048_D128_bf16", "H8_L2048_D128_I8_row"]}
+# over an I8 cache (a scale per row, the codes' pairs) against the bf16 cache it replaces; 8
+# query rows a head on the decode entry against the packed tiles, over bf16 and I8 caches.
+PINNED_SHAPES = {"prefill_quantized": ["H8_L2048_D128_bf16", "H8_L2048_D128_I8_row"],
+                 "few_rows": ["H8_KV8_Lq8_Lk4096_D128_bf16", "H8_KV8_Lq8_Lk4096_D128_I8_row"]}
 # Suffixes Google Benchmark appends to a name (UseRealTime(), MinTime(), ...).
 NAME_SUFFIX = re.compile(r"^(real_time|process_time|manual_time|min_time:.*|iterations:.*|"
                          r"repeats:.*|min_warmup_time:.*)$")
