@@ -115,8 +115,9 @@ class Run:
     def thread_counts(self):
         return sorted({r.threads for r in self.results.values()})
 
-    def best_isa(self, op=None):
-        isas = {r.isa for r in self.select(op=op, impl=SIMD)}
+    def best_isa(self, op=None, shape=None):
+        isas = {r.isa for r in self.select(op=op, impl=SIMD)
+                if shape is None or r.shape == shape}
         ranked = [i for i in ISA_ORDER if i in isas]
         return ranked[-1] if ranked else None
 
@@ -282,8 +283,8 @@ def summary_rows(run):
               f"peer {n}t ms", f"attn/peer {n}t", "next peer", f"attn/next {n}t"]
     rows = []
     for op in run.ops():
-        isa = run.best_isa(op)
         for shape in run.shapes(op):
+            isa = run.best_isa(op, shape) or run.best_isa(op)  # the shape's own levels first
             ref = run.one(op=op, impl=REFERENCE, shape=shape)
             s1 = run.one(op=op, impl=SIMD, isa=isa, threads=1, shape=shape) if isa else None
             sn = run.one(op=op, impl=SIMD, isa=isa, threads=n, shape=shape) if isa else None
