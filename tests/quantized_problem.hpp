@@ -31,8 +31,8 @@ inline const char *granularity_name(granularity g) {
 }
 
 // Query rows of a prefill: more than the decode entry takes (kernels/attention_args.hpp), so
-// K and V are dequantized while packed for the tiles; 9 rows go to the decode entry in tiles
-// of 4, K and V read in place.
+// K and V are dequantized while packed for the tiles; 9 rows of make_problem's two query heads
+// a KV head go to the decode entry in tiles of 4, K and V read in place.
 inline constexpr int64_t prefill_rows = attn::kernels::decode_few_queries + 5;
 
 inline bool is_4bit(attn_dtype t) { return t == ATTN_DTYPE_I4 || t == ATTN_DTYPE_U4; }

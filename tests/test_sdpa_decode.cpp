@@ -1,8 +1,8 @@
 // Decoding shapes (len_q 1..4, any len_kv) on the SIMD path, which runs them through the
 // bandwidth-bound tile kernel (attention_decode.hpp), per ISA, and sequences of a few more rows
 // (up to kernels::decode_few_queries, 8 over f32, fewer a head with grouped heads), which it
-// runs in tiles of 4 rows there:
-// the plan's choice, and the same values as the packed tiles those rows took before.
+// runs in tiles of 4 rows there: the plan's choice, and the same values as the packed tiles
+// those rows took before.
 //
 // Criterion as in test_sdpa_simd.cpp, per output (out, lse, weights), on every path (the
 // reference included): e(x) = max |x - exact| / (1 + |exact|) against the float64 oracle,

@@ -25,7 +25,8 @@ using namespace attn_test;
 class sdpa_quantized : public path_test {};
 
 // Every type x granularity x zero points, decoding (1 query row), a few rows (9: the decode
-// entry's tiles of 4) and prefill (prefill_rows), on this path. The zero points go with the integer types; scale NULL with FP8 only.
+// entry's tiles of 4) and prefill (prefill_rows), on this path. The zero points go with the
+// integer types; scale NULL with FP8 only.
 TEST_P(sdpa_quantized, every_type_and_granularity) {
     uint32_t seed = 100;
     for (attn_dtype t : kTypes)
