@@ -106,7 +106,16 @@ void pack_k_pairs_of(const kv_rows &k, int64_t first, int64_t keys_end, int64_t 
     }
 }
 
-// pack_v_pairs for rows of format E: 16 dims of both keys of a pair row at a time.
+// Word indices of VPERMT2W that interleave two rows of 32 bf16 values (x, then y at 32 + i)
+// into pairs: dims 0-15 of both rows (half 0), then dims 16-31 (half 1).
+alignas(64) inline constexpr uint16_t interleave_words[2][32] = {
+    {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+     8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+    {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+     24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+
+// pack_v_pairs for rows of format E: 16 dims of both keys of a pair row at a time (bf16 as
+// stored: 32 dims, the two rows' words interleaved by two VPERMT2W).
 template <class Arch, class E>
 void pack_v_pairs_of(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
                        uint16_t *packed) {
@@ -116,6 +125,15 @@ void pack_v_pairs_of(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_
         const bool second = 2 * m + 1 < keys;
         const reader a(v, first + 2 * m), b = second ? reader(v, first + 2 * m + 1) : a;
         int64_t d = 0;
+        if constexpr (E::type == ATTN_DTYPE_BF16) {
+            const __m512i lo = _mm512_load_si512(interleave_words[0]), hi = _mm512_load_si512(interleave_words[1]);
+            for (; d + 32 <= dim_v; d += 32) {
+                const __m512i x = _mm512_loadu_si512(a.p + d);
+                const __m512i y = second ? _mm512_loadu_si512(b.p + d) : _mm512_setzero_si512();
+                _mm512_storeu_si512(words + d, _mm512_permutex2var_epi16(x, lo, y));
+                _mm512_storeu_si512(words + d + 16, _mm512_permutex2var_epi16(x, hi, y));
+            }
+        }
         for (; d + 16 <= dim_v; d += 16) {  // bf16 as stored, any other rounded
             auto bf16_of = [&](const reader &x) {
                 if constexpr (E::type == ATTN_DTYPE_BF16)
