@@ -81,8 +81,10 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 #pragma GCC unroll 16
         for (int i = 0; i < W; ++i) acc[i] = fbatch(0.0f);
         const float *const *qk = l.channels ? qc : q;
-        if (l.nibbles)
-            nibble_dots<Arch, E, RP, KEYS>(l, qp, key, dim, group, acc);
+        if (l.nibbles) {
+            if (!(RP == 1 && nibble_key_major<Arch, E, KEYS>(l, qv, qp, key, group, acc)))
+                nibble_dots<Arch, E, RP, KEYS>(l, qp, key, dim, group, acc);
+        }
         else if (!(qv == 8 && key_major_dots<Arch, E, KEYS, 8>(l, qk[0], key, group, zero, acc)) &&
                  !(qv == 4 && key_major_dots<Arch, E, KEYS, 4>(l, qk[0], key, group, zero, acc)))
             key_dots<Arch, E, RP, KEYS>(l, qk, key, dim, group, zero, acc);
@@ -128,7 +130,7 @@ enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_gro
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
 // group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
 // of the span of vectors v0 + 2 m, v0 + 2 m + 1. An E4M3 row with a bit in nan_rows read exactly.
-template <class Arch, class E, int R, int N, pv_scaling S, int NV>
+template <class Arch, class E, int R, int N, pv_scaling S, int NV, nibble_tables T = tables_plain>
 __attribute__((always_inline)) inline void
 pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
         int64_t ldp, int64_t v0, const int64_t *gi, uint64_t nan_rows,
@@ -184,8 +186,7 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
                 using namespace decode_widen;
 #pragma GCC unroll 8
                 for (int m = 0; m < N / 2; ++m) {
-                    const __m512 table = group_table<Arch>(nibble_values<E, Arch>(), !l.fold, vc.sc,
-                                                     l.zeros ? vc.ze : nullptr, gi[2 * m]);
+                    const __m512 table = nibble_table<T>(nibble_values<E, Arch>(), vc, gi[2 * m]);
                     const __m512i pairs = nibble_pairs<Arch>(vc.p, (v0 + 2 * m) * W);
                     x[2 * m] = even_values<Arch>(pairs, table);
                     x[2 * m + 1] = odd_values<Arch>(pairs, table);
@@ -248,8 +249,11 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     for (int i = 0; i < NV; ++i) gi[i] = l.by_group && !l.fold ? (v0 + i) * W / group : 0;
     if constexpr (!E::quantized)
         pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
-    else if (l.nibbles)
-        pv_keys<Arch, E, R, NV, pv_nibbles>(l, val, n, l.fold ? ps : p, l.fold ? 64 : ldp, v0, gi, 0, acc, ahead);
+    else if (l.nibbles) {  // (the table's kind known in the loop)
+        if (l.fold) pv_keys<Arch, E, R, NV, pv_nibbles, NV, tables_plain>(l, val, n, ps, 64, v0, gi, 0, acc, ahead);
+        else if (l.zeros) pv_keys<Arch, E, R, NV, pv_nibbles, NV, tables_zeros>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
+        else pv_keys<Arch, E, R, NV, pv_nibbles, NV, tables_scaled>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
+    }
     else if (l.e4m3)
         pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc, ahead);
     else if (l.fold)

@@ -11,6 +11,7 @@
 #include "kernels/isa_namespace.hpp"
 
 #include <cstdint>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
@@ -255,6 +256,80 @@ nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *k
             }
         }
     }
+}
+
+// How a 4-bit pass makes a key's table for a group (decode_widen::group_table, by kind known
+// at compile time, so that no test of the layout stays in the loops): the values as they are
+// (one scale per row, folded after the sum or into P), times the group's scale, or less its
+// zero point and times its scale.
+enum nibble_tables { tables_plain, tables_scaled, tables_zeros };
+inline nibble_tables nibble_tables_of(const quant_layout &l) {
+    return l.fold ? tables_plain : l.zeros ? tables_zeros : tables_scaled;
+}
+template <nibble_tables T, class Arch, class E>
+__attribute__((always_inline)) inline __m512 nibble_table(__m512 values, const row_reader<Arch, E> &x, int64_t g) {
+    if constexpr (T == tables_plain) return values;
+    else if constexpr (T == tables_scaled) return _mm512_mul_ps(values, _mm512_set1_ps(x.sc[g]));
+    else return _mm512_mul_ps(_mm512_sub_ps(values, _mm512_set1_ps(x.ze[g])), _mm512_set1_ps(x.sc[g]));
+}
+
+// nibble_dots' sums for one row (RP 1) whose reordered q is QV whole vectors (dim == QV W),
+// on AVX-512: q held in registers, the keys taken KG at a time, span by span within a key,
+// each key's table made once a group. Where nibble_dots keeps a table for every key of the
+// block besides q and the accumulators (more registers than there are, so spilled to the
+// stack), this holds KG tables. The same products summed in the same order, so the same bits.
+template <class Arch, class E, int KEYS, int QV, nibble_tables T>
+__attribute__((always_inline)) inline void
+nibble_key_major_dots(const float *qp, const row_reader<Arch, E> *key, int64_t group,
+                      xsimd::batch<float, Arch> *acc) {
+    if constexpr (decode_widen::available<Arch> && E::bits == 4 && QV % 2 == 0) {
+        using namespace decode_widen;
+        constexpr int W = 16, KG = 4, SPANS = QV / 2;
+        const __m512 values = nibble_values<E, Arch>();
+        const int64_t spans_a_group = group / 32;
+        __m512 qv[QV];
+#pragma GCC unroll 8
+        for (int i = 0; i < QV; ++i) qv[i] = _mm512_load_ps(qp + i * W);
+#pragma GCC unroll 4
+        for (int k0 = 0; k0 < KEYS; k0 += KG) {
+            __m512 table[KG];
+#pragma GCC unroll 4
+            for (int s = 0; s < SPANS; ++s) {
+                if (s % spans_a_group == 0)
+#pragma GCC unroll 4
+                    for (int k = 0; k < KG; ++k) table[k] = nibble_table<T>(values, key[k0 + k], s / spans_a_group);
+#pragma GCC unroll 4
+                for (int k = 0; k < KG; ++k) {
+                    const __m512i pairs = nibble_pairs<Arch>(key[k0 + k].p, s * 32);
+                    const __m512 a = _mm512_fmadd_ps(qv[2 * s], even_values<Arch>(pairs, table[k]), acc[k0 + k]);
+                    acc[k0 + k] = _mm512_fmadd_ps(qv[2 * s + 1], odd_values<Arch>(pairs, table[k]), a);
+                }
+            }
+        }
+    }
+}
+
+// nibble_key_major_dots for dim QV W (4 or 8 vectors) and the layout's kind of table; false
+// (nothing done) for the rest.
+template <class Arch, class E, int KEYS>
+__attribute__((always_inline)) inline bool
+nibble_key_major(const quant_layout &l, int64_t qv, const float *qp, const row_reader<Arch, E> *key,
+                 int64_t group, xsimd::batch<float, Arch> *acc) {
+    if constexpr (decode_widen::available<Arch> && E::bits == 4) {
+        const auto run = [&](auto tables) __attribute__((always_inline)) {
+            constexpr nibble_tables T = decltype(tables)::value;
+            if (qv == 8) nibble_key_major_dots<Arch, E, KEYS, 8, T>(qp, key, group, acc);
+            else nibble_key_major_dots<Arch, E, KEYS, 4, T>(qp, key, group, acc);
+        };
+        if (qv != 8 && qv != 4) return false;
+        switch (nibble_tables_of(l)) {
+        case tables_plain: run(std::integral_constant<nibble_tables, tables_plain>{}); break;
+        case tables_scaled: run(std::integral_constant<nibble_tables, tables_scaled>{}); break;
+        case tables_zeros: run(std::integral_constant<nibble_tables, tables_zeros>{}); break;
+        }
+        return true;
+    }
+    return false;
 }
 
 }  // namespace attention_decode_detail
