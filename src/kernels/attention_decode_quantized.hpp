@@ -182,16 +182,27 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
                 x[i] = (l.zeros ? raw - fbatch(vc.ze[gi[i]]) : raw) * fbatch(vc.sc[gi[i]]);
             }
         } else if constexpr (S == pv_nibbles) {
+            // each span's two vectors into the sums as soon as they are read, so that no more
+            // than they are live besides the sums (with zero points, all of a key's vectors at
+            // once left a sum on the stack: a store and reload in every key's chain)
             if constexpr (decode_widen::available<Arch> && E::bits == 4) {
                 using namespace decode_widen;
+                fbatch pr[R];
+#pragma GCC unroll 4
+                for (int r = 0; r < R; ++r) pr[r] = fbatch(p[r * ldp + c]);
 #pragma GCC unroll 8
                 for (int m = 0; m < N / 2; ++m) {
                     const __m512 table = nibble_table<T>(nibble_values<E, Arch>(), vc, gi[2 * m]);
                     const __m512i pairs = nibble_pairs<Arch>(vc.p, (v0 + 2 * m) * W);
-                    x[2 * m] = even_values<Arch>(pairs, table);
-                    x[2 * m + 1] = odd_values<Arch>(pairs, table);
+                    const fbatch xe = even_values<Arch>(pairs, table), xo = odd_values<Arch>(pairs, table);
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; ++r) {
+                        acc[r][2 * m] = xsimd::fma(pr[r], xe, acc[r][2 * m]);
+                        acc[r][2 * m + 1] = xsimd::fma(pr[r], xo, acc[r][2 * m + 1]);
+                    }
                 }
             }
+            continue;
         } else {
 #pragma GCC unroll 16
             for (int i = 0; i < N; ++i) x[i] = vc.vec((v0 + i) * W);
