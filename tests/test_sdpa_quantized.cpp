@@ -139,6 +139,25 @@ TEST_P(sdpa_quantized, decode_one_row_per_kv_head) {
                 }
 }
 
+// 4-bit decoding with one query head per KV head by groups of 32 and 64 (a key's table made
+// once a group and kept for its spans, or made for every span), with and without zero points,
+// over rows of 128 (q's pairs in registers, the keys' rows read key by key) and 96 (the 16 keys'
+// tables at a time); I8 by groups of 64 alike (a group's scale once per four vectors).
+TEST_P(sdpa_quantized, decode_one_row_groups_of_64) {
+    uint32_t seed = 9500;
+    for (int64_t dim : {96, 128})
+        for (attn_dtype t : {ATTN_DTYPE_I4, ATTN_DTYPE_U4, ATTN_DTYPE_I8})
+            for (granularity g : {granularity::group32, granularity::group64})
+                for (int zeros = 0; zeros < 2; ++zeros) {
+                    if (dim % 64 != 0 && g == granularity::group64) continue;
+                    const problem p = make_problem(t, g, zeros != 0, 1, 300, seed += 3, 2, dim, dim);
+                    const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+                    EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
+                        << "type " << t << ", " << granularity_name(g) << (zeros ? ", zero points" : "")
+                        << ", D " << dim << " (plain f32 error " << p.plain_error << ")";
+                }
+}
+
 // E4M3's NaN code (S.1111.111) in one K row makes that key's score NaN (so every output of
 // the heads that see it); in one V row, the outputs of that column. The NaNs are where the
 // reference has them, the other values its values at the tolerance of the rule.
