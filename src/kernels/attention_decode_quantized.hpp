@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
@@ -137,22 +138,27 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
         xsimd::batch<float, Arch> (&acc)[R][NV], const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
+    // (the codes' offset of vector v0 is added to each key's row pointer, vector i's offset from
+    // there known at compile time: an offset register for each vector ran out of registers)
+    const int64_t v0_bytes = E::bits == 4 ? v0 * W / 2 : v0 * W;
     for (int64_t c = 0; c < n; ++c) {
         ahead.fetch(c);
         const row_reader<Arch, E> &vc = val[c];
+        [[maybe_unused]] const uint8_t *at = nullptr;  // the codes of vector v0 on
+        if constexpr (E::quantized) at = vc.p + v0_bytes;
         fbatch x[N];
         if constexpr (S == pv_folded) {
 #pragma GCC unroll 16
-            for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
+            for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(at, i * W);
         } else if constexpr (S == pv_e4m3) {
             if constexpr (decode_widen::available<Arch>) {
                 if ((nan_rows >> c) & 1u) {
-                    for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W) * fbatch(0x1p-8f);
+                    for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(at, i * W) * fbatch(0x1p-8f);
                 } else {
 #pragma GCC unroll 8
                     for (int m = 0; m < N / 2; ++m) {
                         __m512 lo, hi;
-                        decode_widen::e4m3_scaled_down_32<Arch>(vc.p, (v0 + 2 * m) * W, lo, hi);
+                        decode_widen::e4m3_scaled_down_32<Arch>(at, 2 * m * W, lo, hi);
                         x[2 * m] = lo;
                         x[2 * m + 1] = hi;
                     }
@@ -162,13 +168,13 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
 #pragma GCC unroll 8
             for (int m = 0; m < N / 2; ++m) {
                 const fbatch ps(p[c] * vc.sc[gi[2 * m]]);
-                acc[0][2 * m] = xsimd::fma(ps, raw_vector<Arch, E>(vc.p, (v0 + 2 * m) * W), acc[0][2 * m]);
-                acc[0][2 * m + 1] = xsimd::fma(ps, raw_vector<Arch, E>(vc.p, (v0 + 2 * m + 1) * W), acc[0][2 * m + 1]);
+                acc[0][2 * m] = xsimd::fma(ps, raw_vector<Arch, E>(at, 2 * m * W), acc[0][2 * m]);
+                acc[0][2 * m + 1] = xsimd::fma(ps, raw_vector<Arch, E>(at, (2 * m + 1) * W), acc[0][2 * m + 1]);
             }
             continue;
         } else if constexpr (S == pv_group_scaled) {
 #pragma GCC unroll 16
-            for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
+            for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(at, i * W);
 #pragma GCC unroll 4
             for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
@@ -178,7 +184,7 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
         } else if constexpr (S == pv_by_group) {
 #pragma GCC unroll 16
             for (int i = 0; i < N; ++i) {
-                const fbatch raw = raw_vector<Arch, E>(vc.p, (v0 + i) * W);
+                const fbatch raw = raw_vector<Arch, E>(at, i * W);
                 x[i] = (l.zeros ? raw - fbatch(vc.ze[gi[i]]) : raw) * fbatch(vc.sc[gi[i]]);
             }
         } else if constexpr (S == pv_nibbles) {
@@ -193,7 +199,7 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
 #pragma GCC unroll 8
                 for (int m = 0; m < N / 2; ++m) {
                     const __m512 table = nibble_table<T>(nibble_values<E, Arch>(), vc, gi[2 * m]);
-                    const __m512i pairs = nibble_pairs<Arch>(vc.p, (v0 + 2 * m) * W);
+                    const __m512i pairs = nibble_pairs<Arch>(at, 2 * m * W);
                     const fbatch xe = even_values<Arch>(pairs, table), xo = odd_values<Arch>(pairs, table);
 #pragma GCC unroll 4
                     for (int r = 0; r < R; ++r) {
@@ -247,43 +253,51 @@ o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
 
 // o[r] vectors v0 .. v0 + NV += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R,
 // o in registers. ps: P times each row's scale (l.fold), 64 apart.
-template <class Arch, class E, int R, int NV>
+template <class Arch, class E, int R, int NV, pv_scaling S, nibble_tables T>
 __attribute__((always_inline)) inline void
 pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
            int64_t ldp, const float *ps, uint64_t nan_rows, int64_t group, float *o, int64_t ldo,
            int64_t v0, const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
+    // P times the rows' scales (64 apart) where the scale is one a row, else P
+    constexpr bool scaled_p = S == pv_folded || S == pv_e4m3 || (S == pv_nibbles && T == tables_plain);
     fbatch acc[R][NV];
-    o_registers<Arch, R, NV>(true, l.nibbles, o, ldo, v0, acc);
+    o_registers<Arch, R, NV>(true, S == pv_nibbles, o, ldo, v0, acc);
     int64_t gi[NV];  // the group of each vector (by_group)
     for (int i = 0; i < NV; ++i) gi[i] = l.by_group && !l.fold ? (v0 + i) * W / group : 0;
-    if constexpr (!E::quantized)
-        pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
-    else if (l.nibbles) {  // (the table's kind known in the loop)
-        if (l.fold) pv_keys<Arch, E, R, NV, pv_nibbles, NV, tables_plain>(l, val, n, ps, 64, v0, gi, 0, acc, ahead);
-        else if (l.zeros) pv_keys<Arch, E, R, NV, pv_nibbles, NV, tables_zeros>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
-        else pv_keys<Arch, E, R, NV, pv_nibbles, NV, tables_scaled>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
-    }
-    else if (l.e4m3)
-        pv_keys<Arch, E, R, NV, pv_e4m3>(l, val, n, ps, 64, v0, gi, nan_rows, acc, ahead);
-    else if (l.fold)
-        pv_keys<Arch, E, R, NV, pv_folded>(l, val, n, ps, 64, v0, gi, 0, acc, ahead);
-    else if (scale_once_per_group(l, R) && NV % 2 == 0 && group == 2 * W)
-        pv_keys<Arch, E, R, NV, pv_pair_scaled>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
-    else if (scale_once_per_group(l, R))
-        pv_keys<Arch, E, R, NV, pv_group_scaled>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
-    else if (l.by_group)
-        pv_keys<Arch, E, R, NV, pv_by_group>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
-    else
-        pv_keys<Arch, E, R, NV, pv_by_reader>(l, val, n, p, ldp, v0, gi, 0, acc, ahead);
-    o_registers<Arch, R, NV>(false, l.nibbles, o, ldo, v0, acc);
+    pv_keys<Arch, E, R, NV, S, NV, T>(l, val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi,
+                                      S == pv_e4m3 ? nan_rows : 0, acc, ahead);
+    o_registers<Arch, R, NV>(false, S == pv_nibbles, o, ldo, v0, acc);
+}
+
+// How a sub-block's V vectors meet their scales (pv_scaling, and the 4-bit tables' kind).
+struct pv_choice {
+    pv_scaling s;
+    nibble_tables t;
+};
+template <class Arch, class E, int R>
+pv_choice pv_choice_of(const quant_layout &l, int64_t group) {
+    constexpr int W = int(xsimd::batch<float, Arch>::size);
+    static_assert(attention_blocking<Arch>::nv % 2 == 0, "pv_pair_scaled takes vectors in pairs");
+    if (!E::quantized) return {pv_by_reader, tables_plain};
+    if (l.nibbles) return {pv_nibbles, nibble_tables_of(l)};
+    if (l.e4m3) return {pv_e4m3, tables_plain};
+    if (l.fold) return {pv_folded, tables_plain};
+    if (scale_once_per_group(l, R) && group == 2 * W) return {pv_pair_scaled, tables_plain};
+    if (scale_once_per_group(l, R)) return {pv_group_scaled, tables_plain};
+    if (l.by_group) return {pv_by_group, tables_plain};
+    return {pv_by_reader, tables_plain};
 }
 
 // o[r] += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R over dim_v: the
 // micro-kernel's nv vectors at a time in registers, then the last few one at a time, then the
 // columns past the last whole vector one by one. ps: P times each row's scale (l.fold), 64 apart.
-template <class Arch, class E, int R>
+// One function for each way of scaling (S, T), so that each has one loop nest of its own to
+// keep in registers: with all of them in one function, the register allocator left a sum of
+// some of the loops on the stack (a store and reload in every key's chain), which ones
+// changing from one build to the next.
+template <class Arch, class E, int R, pv_scaling S, nibble_tables T>
 __attribute__((always_inline)) inline void
 pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
         const float *p, int64_t ldp, const float *ps, uint64_t nan_rows, int64_t dim_v,
@@ -295,9 +309,9 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
     int64_t v0 = 0;  // (V rows ahead prefetched in the first pass over the keys only)
     if constexpr (R == 1)  // one row: twice the vectors a pass (each key's row read in half the passes)
         for (; v0 + 2 * NV <= vectors; v0 += 2 * NV)
-            pv_vectors<Arch, E, R, 2 * NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
+            pv_vectors<Arch, E, R, 2 * NV, S, T>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
     for (; v0 + NV <= vectors; v0 += NV)
-        pv_vectors<Arch, E, R, NV>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
+        pv_vectors<Arch, E, R, NV, S, T>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
         fbatch one[R][1];
         for (int r = 0; r < R; ++r) one[r][0] = fbatch::load_unaligned(o + r * ldo + v0 * W);
@@ -310,6 +324,17 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
             for (int64_t c = 0; c < n; ++c) acc += p[r * ldp + c] * val[c].one(d);
             o[r * ldo + d] = acc;
         }
+}
+
+// pv_sub_block in a function of its own, for the ways of scaling decoding rarely takes (per
+// element, per group with zero points): kept out of the function of the usual ones, whose
+// registers they would otherwise share.
+template <class Arch, class E, int R, pv_scaling S, nibble_tables T>
+__attribute__((noinline)) void
+pv_sub_block_apart(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp,
+                   const float *ps, uint64_t nan_rows, int64_t dim_v, int64_t group, float *o, int64_t ldo,
+                   const v_prefetch &ahead) {
+    pv_sub_block<Arch, E, R, S, T>(l, val, n, p, ldp, ps, nan_rows, dim_v, group, o, ldo, ahead);
 }
 
 // o[r] = o[r] rescale[r] + sum_{c in [lo, hi)} p[r * ldp + c] v_{j0 + c} for r < R (o rows
@@ -352,8 +377,44 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         if (l.fold)  // p (s v) = (p s) v: the products p s as the old per-key ones, times 2^8 (E4M3)
             for (int r = 0; r < R; ++r)
                 for (int64_t c = 0; c < n; ++c) ps[r][c] = p[r * ldp + k0 + c] * scale[c] * unit;
-        pv_sub_block<Arch, E, R>(l, val, n, p + k0, ldp, ps[0], nan_rows, dim_v, t.v.scales.group,
-                                 o, ldo, ahead.v_ahead(k0));
+        const pv_choice how = pv_choice_of<Arch, E, R>(l, t.v.scales.group);
+        const auto sub_block = [&](auto s, auto tables) {
+            constexpr pv_scaling S = decltype(s)::value;
+            constexpr nibble_tables T = decltype(tables)::value;
+            if constexpr (S == pv_by_reader || S == pv_by_group || S == pv_group_scaled)
+                pv_sub_block_apart<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], nan_rows, dim_v,
+                                                     t.v.scales.group, o, ldo, ahead.v_ahead(k0));
+            else
+                pv_sub_block<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], nan_rows, dim_v,
+                                               t.v.scales.group, o, ldo, ahead.v_ahead(k0));
+        };
+        using plain = std::integral_constant<nibble_tables, tables_plain>;
+        if constexpr (!E::quantized) {
+            sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
+        } else {
+            switch (how.s) {
+            case pv_nibbles:
+                if constexpr (decode_widen::available<Arch> && E::bits == 4) {
+                    if (how.t == tables_plain) sub_block(std::integral_constant<pv_scaling, pv_nibbles>{}, plain{});
+                    else if (how.t == tables_scaled)
+                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{},
+                                  std::integral_constant<nibble_tables, tables_scaled>{});
+                    else
+                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{},
+                                  std::integral_constant<nibble_tables, tables_zeros>{});
+                }
+                break;
+            case pv_e4m3:
+                if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
+                    sub_block(std::integral_constant<pv_scaling, pv_e4m3>{}, plain{});
+                break;
+            case pv_folded: sub_block(std::integral_constant<pv_scaling, pv_folded>{}, plain{}); break;
+            case pv_pair_scaled: sub_block(std::integral_constant<pv_scaling, pv_pair_scaled>{}, plain{}); break;
+            case pv_group_scaled: sub_block(std::integral_constant<pv_scaling, pv_group_scaled>{}, plain{}); break;
+            case pv_by_group: sub_block(std::integral_constant<pv_scaling, pv_by_group>{}, plain{}); break;
+            case pv_by_reader: sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}); break;
+            }
+        }
     }
 }
 
