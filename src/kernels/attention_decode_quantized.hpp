@@ -293,10 +293,11 @@ pv_choice pv_choice_of(const quant_layout &l, int64_t group) {
 // o[r] += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R over dim_v: the
 // micro-kernel's nv vectors at a time in registers, then the last few one at a time, then the
 // columns past the last whole vector one by one. ps: P times each row's scale (l.fold), 64 apart.
-// One function for each way of scaling (S, T), so that each has one loop nest of its own to
-// keep in registers: with all of them in one function, the register allocator left a sum of
-// some of the loops on the stack (a store and reload in every key's chain), which ones
-// changing from one build to the next.
+// One instance for each way of scaling (S, T), chosen once a sub-block (pv_choice_of), the
+// usual ones inline in pv_in_registers and the rare ones in a function apart
+// (pv_sub_block_apart): with every way's loop nest inside the one P V loop, the register
+// allocator left a sum of some of them on the stack (a store and reload in every key's chain),
+// which ones changing from one build to the next.
 template <class Arch, class E, int R, pv_scaling S, nibble_tables T>
 __attribute__((always_inline)) inline void
 pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
@@ -402,11 +403,15 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                     else
                         sub_block(std::integral_constant<pv_scaling, pv_nibbles>{},
                                   std::integral_constant<nibble_tables, tables_zeros>{});
+                } else {  // (never chosen where the tables are not built: read per element)
+                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
                 }
                 break;
             case pv_e4m3:
                 if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
                     sub_block(std::integral_constant<pv_scaling, pv_e4m3>{}, plain{});
+                else
+                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
                 break;
             case pv_folded: sub_block(std::integral_constant<pv_scaling, pv_folded>{}, plain{}); break;
             case pv_pair_scaled: sub_block(std::integral_constant<pv_scaling, pv_pair_scaled>{}, plain{}); break;
