@@ -396,13 +396,9 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
             switch (how.s) {
             case pv_nibbles:
                 if constexpr (decode_widen::available<Arch> && E::bits == 4) {
-                    if (how.t == tables_plain) sub_block(std::integral_constant<pv_scaling, pv_nibbles>{}, plain{});
-                    else if (how.t == tables_scaled)
-                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{},
-                                  std::integral_constant<nibble_tables, tables_scaled>{});
-                    else
-                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{},
-                                  std::integral_constant<nibble_tables, tables_zeros>{});
+                    with_tables(how.t, [&](auto tables) {
+                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{}, tables);
+                    });
                 } else {  // (never chosen where the tables are not built: read per element)
                     sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
                 }

@@ -258,19 +258,26 @@ nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *k
     }
 }
 
-// How a 4-bit pass makes a key's table for a group (decode_widen::group_table, by kind known
-// at compile time, so that no test of the layout stays in the loops): the values as they are
-// (one scale per row, folded after the sum or into P), times the group's scale, or less its
-// zero point and times its scale.
+// How a 4-bit pass makes a key's table for a group, by kind known at compile time, so that no
+// test of the layout stays in the loops: the values as they are (one scale per row, folded
+// after the sum or into P), times the group's scale, or less its zero point and times its
+// scale (decode_widen::group_table with its arguments constant).
 enum nibble_tables { tables_plain, tables_scaled, tables_zeros };
 inline nibble_tables nibble_tables_of(const quant_layout &l) {
     return l.fold ? tables_plain : l.zeros ? tables_zeros : tables_scaled;
 }
 template <nibble_tables T, class Arch, class E>
 __attribute__((always_inline)) inline __m512 nibble_table(__m512 values, const row_reader<Arch, E> &x, int64_t g) {
-    if constexpr (T == tables_plain) return values;
-    else if constexpr (T == tables_scaled) return _mm512_mul_ps(values, _mm512_set1_ps(x.sc[g]));
-    else return _mm512_mul_ps(_mm512_sub_ps(values, _mm512_set1_ps(x.ze[g])), _mm512_set1_ps(x.sc[g]));
+    return decode_widen::group_table<Arch>(values, T != tables_plain, x.sc, T == tables_zeros ? x.ze : nullptr, g);
+}
+// f(std::integral_constant<nibble_tables, t>{}): t as a compile-time constant.
+template <class F>
+__attribute__((always_inline)) inline void with_tables(nibble_tables t, F &&f) {
+    switch (t) {
+    case tables_plain: f(std::integral_constant<nibble_tables, tables_plain>{}); return;
+    case tables_scaled: f(std::integral_constant<nibble_tables, tables_scaled>{}); return;
+    case tables_zeros: f(std::integral_constant<nibble_tables, tables_zeros>{}); return;
+    }
 }
 
 // nibble_dots' sums for one row (RP 1) whose reordered q is QV whole vectors (dim == QV W),
@@ -322,11 +329,7 @@ nibble_key_major(const quant_layout &l, int64_t qv, const float *qp, const row_r
             else nibble_key_major_dots<Arch, E, KEYS, 4, T>(qp, key, group, acc);
         };
         if (qv != 8 && qv != 4) return false;
-        switch (nibble_tables_of(l)) {
-        case tables_plain: run(std::integral_constant<nibble_tables, tables_plain>{}); break;
-        case tables_scaled: run(std::integral_constant<nibble_tables, tables_scaled>{}); break;
-        case tables_zeros: run(std::integral_constant<nibble_tables, tables_zeros>{}); break;
-        }
+        with_tables(nibble_tables_of(l), run);
         return true;
     }
     return false;
