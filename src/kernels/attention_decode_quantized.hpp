@@ -130,12 +130,13 @@ enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_gro
 
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
 // group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
-// of the span of vectors v0 + 2 m, v0 + 2 m + 1. An E4M3 row with a bit in nan_rows read exactly.
+// of the span of vectors v0 + 2 m, v0 + 2 m + 1. (E4M3: a NaN code reads as a finite value here;
+// e4m3_nan_columns makes its column NaN after the sub-block.)
 template <class Arch, class E, int R, int N, pv_scaling S, int NV, nibble_tables T = tables_plain>
 __attribute__((always_inline)) inline void
 pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
-        int64_t ldp, int64_t v0, const int64_t *gi, uint64_t nan_rows,
-        xsimd::batch<float, Arch> (&acc)[R][NV], const v_prefetch &ahead) {
+        int64_t ldp, int64_t v0, const int64_t *gi, xsimd::batch<float, Arch> (&acc)[R][NV],
+        const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     // (the codes' offset of vector v0 is added to each key's row pointer, vector i's offset from
@@ -152,16 +153,12 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
             for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(at, i * W);
         } else if constexpr (S == pv_e4m3) {
             if constexpr (decode_widen::available<Arch>) {
-                if ((nan_rows >> c) & 1u) {
-                    for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(at, i * W) * fbatch(0x1p-8f);
-                } else {
 #pragma GCC unroll 8
-                    for (int m = 0; m < N / 2; ++m) {
-                        __m512 lo, hi;
-                        decode_widen::e4m3_scaled_down_32<Arch>(at, 2 * m * W, lo, hi);
-                        x[2 * m] = lo;
-                        x[2 * m + 1] = hi;
-                    }
+                for (int m = 0; m < N / 2; ++m) {
+                    __m512 lo, hi;
+                    decode_widen::e4m3_scaled_down_32<Arch>(at, 2 * m * W, lo, hi);
+                    x[2 * m] = lo;
+                    x[2 * m + 1] = hi;
                 }
             }
         } else if constexpr (S == pv_pair_scaled) {  // groups of two vectors: p s once a group
@@ -256,7 +253,7 @@ o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
 template <class Arch, class E, int R, int NV, pv_scaling S, nibble_tables T>
 __attribute__((always_inline)) inline void
 pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
-           int64_t ldp, const float *ps, uint64_t nan_rows, int64_t group, float *o, int64_t ldo,
+           int64_t ldp, const float *ps, int64_t group, float *o, int64_t ldo,
            int64_t v0, const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
@@ -266,8 +263,7 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     o_registers<Arch, R, NV>(true, S == pv_nibbles, o, ldo, v0, acc);
     int64_t gi[NV];  // the group of each vector (by_group)
     for (int i = 0; i < NV; ++i) gi[i] = l.by_group && !l.fold ? (v0 + i) * W / group : 0;
-    pv_keys<Arch, E, R, NV, S, NV, T>(l, val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi,
-                                      S == pv_e4m3 ? nan_rows : 0, acc, ahead);
+    pv_keys<Arch, E, R, NV, S, NV, T>(l, val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi, acc, ahead);
     o_registers<Arch, R, NV>(false, S == pv_nibbles, o, ldo, v0, acc);
 }
 
@@ -301,7 +297,7 @@ pv_choice pv_choice_of(const quant_layout &l, int64_t group) {
 template <class Arch, class E, int R, pv_scaling S, nibble_tables T>
 __attribute__((always_inline)) inline void
 pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
-        const float *p, int64_t ldp, const float *ps, uint64_t nan_rows, int64_t dim_v,
+        const float *p, int64_t ldp, const float *ps, int64_t dim_v,
         int64_t group, float *o, int64_t ldo, const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
@@ -310,13 +306,13 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
     int64_t v0 = 0;  // (V rows ahead prefetched in the first pass over the keys only)
     if constexpr (R == 1)  // one row: twice the vectors a pass (each key's row read in half the passes)
         for (; v0 + 2 * NV <= vectors; v0 += 2 * NV)
-            pv_vectors<Arch, E, R, 2 * NV, S, T>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
+            pv_vectors<Arch, E, R, 2 * NV, S, T>(l, val, n, p, ldp, ps, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
     for (; v0 + NV <= vectors; v0 += NV)
-        pv_vectors<Arch, E, R, NV, S, T>(l, val, n, p, ldp, ps, nan_rows, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
+        pv_vectors<Arch, E, R, NV, S, T>(l, val, n, p, ldp, ps, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
         fbatch one[R][1];
         for (int r = 0; r < R; ++r) one[r][0] = fbatch::load_unaligned(o + r * ldo + v0 * W);
-        pv_keys<Arch, E, R, 1, pv_by_reader>(l, val, n, p, ldp, v0, nullptr, 0, one, v0 ? v_prefetch{} : ahead);
+        pv_keys<Arch, E, R, 1, pv_by_reader>(l, val, n, p, ldp, v0, nullptr, one, v0 ? v_prefetch{} : ahead);
         for (int r = 0; r < R; ++r) one[r][0].store_unaligned(o + r * ldo + v0 * W);
     }
     for (int64_t d = vectors * W; d < dim_v; ++d)
@@ -333,9 +329,29 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
 template <class Arch, class E, int R, pv_scaling S, nibble_tables T>
 __attribute__((noinline)) void
 pv_sub_block_apart(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp,
-                   const float *ps, uint64_t nan_rows, int64_t dim_v, int64_t group, float *o, int64_t ldo,
+                   const float *ps, int64_t dim_v, int64_t group, float *o, int64_t ldo,
                    const v_prefetch &ahead) {
-    pv_sub_block<Arch, E, R, S, T>(l, val, n, p, ldp, ps, nan_rows, dim_v, group, o, ldo, ahead);
+    pv_sub_block<Arch, E, R, S, T>(l, val, n, p, ldp, ps, dim_v, group, o, ldo, ahead);
+}
+
+// After an E4M3 sub-block read its codes as f16 bits (decode_widen), the NaN code among them as
+// a finite value: each column of rows val[0 .. n) holding the code gets p times a NaN, as
+// reading the row exactly gives (its other codes have the same values either way). Rows with
+// the code are rare, so they are looked for after the sub-block has read them into L1, not
+// before (a scan ahead took the cache misses the multiply-adds would have overlapped).
+// ps: P times the rows' scales, 64 apart.
+template <class Arch, class E, int R>
+__attribute__((noinline)) void e4m3_nan_columns(const row_reader<Arch, E> *val, int64_t n, int64_t dim_v,
+                                                const float *ps, float *o, int64_t ldo) {
+    for (int64_t c = 0; c < n; ++c) {
+        if (!decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) continue;
+        for (int64_t j = 0; j < dim_v; ++j) {
+            const uint8_t code = val[c].p[j];
+            if ((code & 0x7f) != 0x7f) continue;
+            const float nan = std::copysign(std::numeric_limits<float>::quiet_NaN(), code & 0x80 ? -1.0f : 1.0f);
+            for (int r = 0; r < R; ++r) o[r * ldo + j] += ps[r * 64 + c] * nan;
+        }
+    }
 }
 
 // o[r] = o[r] rescale[r] + sum_{c in [lo, hi)} p[r * ldp + c] v_{j0 + c} for r < R (o rows
@@ -348,7 +364,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     const quant_layout lv = layout_of<Arch, E>(t.v, dim_v, 2 * W);
     for (int r = 0; r < R; ++r)
         for (int64_t d = 0; d < dim_v; ++d) o[r * ldo + d] *= rescale[r];
-    constexpr int64_t max_keys = 64;  // the arrays below, and a bit of nan_rows a key
+    constexpr int64_t max_keys = 64;  // the arrays below
     keys = keys < max_keys ? keys : max_keys;
     row_reader<Arch, E> val[max_keys];
     const row_walk<Arch, E> values(t.v, j0);
@@ -357,7 +373,6 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     alignas(64) float ps[R][max_keys], scale[max_keys];
     for (int64_t k0 = lo; k0 < hi; k0 += keys) {
         const int64_t n = k0 + keys < hi ? keys : hi - k0;
-        uint64_t nan_rows = 0;
         values.readers(k0, n, val);
         quant_layout l = lv;
         float largest = 0.0f;
@@ -367,10 +382,6 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                 if (l.e4m3 && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
             }
         }
-        if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
-            if (l.e4m3 && decode_widen::e4m3_rows_have_nan<Arch>(val, n, dim_v))
-                for (int64_t c = 0; c < n; ++c)
-                    if (decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) nan_rows |= uint64_t(1) << c;
         // E4M3 codes read as 2^-8 of their values put 2^8 into p s: where a scale is so large
         // that p s 2^8 could overflow (p <= 1), the sub-block's codes are read exactly instead.
         if (l.e4m3 && !(largest <= std::numeric_limits<float>::max() / 512.0f)) l.e4m3 = false;
@@ -383,10 +394,10 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
             constexpr pv_scaling S = decltype(s)::value;
             constexpr nibble_tables T = decltype(tables)::value;
             if constexpr (S == pv_by_reader || S == pv_by_group || S == pv_group_scaled)
-                pv_sub_block_apart<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], nan_rows, dim_v,
+                pv_sub_block_apart<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], dim_v,
                                                      t.v.scales.group, o, ldo, ahead.v_ahead(k0));
             else
-                pv_sub_block<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], nan_rows, dim_v,
+                pv_sub_block<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], dim_v,
                                                t.v.scales.group, o, ldo, ahead.v_ahead(k0));
         };
         using plain = std::integral_constant<nibble_tables, tables_plain>;
@@ -404,9 +415,11 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                 }
                 break;
             case pv_e4m3:
-                if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
+                if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3) {
                     sub_block(std::integral_constant<pv_scaling, pv_e4m3>{}, plain{});
-                else
+                    if (decode_widen::e4m3_rows_have_nan<Arch>(val, n, dim_v))  // (rows in L1 now)
+                        e4m3_nan_columns<Arch, E, R>(val, n, dim_v, ps[0], o, ldo);
+                } else
                     sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
                 break;
             case pv_folded: sub_block(std::integral_constant<pv_scaling, pv_folded>{}, plain{}); break;

@@ -9,8 +9,9 @@
 //     order (deinterleave_pairs); P V keeps its sums in it and restores the order when storing.
 //   FP8 E4M3: 32 (or 16) codes as f16 bits holding 2^-8 of their values (VPMOVSXBW, VPSLLW,
 //     VPAND, VCVTPH2PS), the 2^8 folded into the row's scale; the NaN code S.1111.111 reads as a
-//     finite value there, so a row holding one is found first (e4m3_rows_have_nan for a block
-//     of rows, then e4m3_row_has_nan for each row of a block that has one) and read exactly.
+//     finite value there, so the rows holding one are looked for (e4m3_rows_have_nan for a block
+//     of rows, then e4m3_row_has_nan for each row of a block that has one) and their NaNs put
+//     where an exact reading puts them (the scores of those keys; the columns of V).
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
@@ -110,7 +111,7 @@ inline void e4m3_scaled_down_32(const uint8_t *row, int64_t c, __m512 &lo, __m51
 // top = the bytewise largest of top and the low 7 bits of codes 0 .. len-1 of an E4M3 row: a
 // row holds the NaN code S.1111.111 where a byte of it reaches 0x7f.
 template <class Arch = xsimd::avx512f>
-inline __m512i e4m3_low7_top(const uint8_t *row, int64_t len, __m512i top) {
+__attribute__((always_inline)) inline __m512i e4m3_low7_top(const uint8_t *row, int64_t len, __m512i top) {
     const __m512i low7 = _mm512_set1_epi8(0x7f);
     int64_t c = 0;
     for (; c + 64 <= len; c += 64) top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_loadu_si512(row + c), low7));
@@ -131,9 +132,19 @@ inline bool e4m3_row_has_nan(const uint8_t *row, int64_t n) {
 
 // Whether any of rows[0 .. n) (codes 0 .. len-1 of each, read through .p) holds it: one
 // comparison for all the rows, so that rows without NaN (the rule) cost no test and branch each.
+// Rows of 128 codes (the usual head size) are read as two vectors each, without a loop.
 template <class Arch = xsimd::avx512f, class Reader>
 inline bool e4m3_rows_have_nan(const Reader *rows, int64_t n, int64_t len) {
     __m512i top = _mm512_setzero_si512();
+    if (len == 128) {
+        const __m512i low7 = _mm512_set1_epi8(0x7f);
+        __m512i other = _mm512_setzero_si512();
+        for (int64_t r = 0; r < n; ++r) {
+            top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_loadu_si512(rows[r].p), low7));
+            other = _mm512_max_epu8(other, _mm512_and_si512(_mm512_loadu_si512(rows[r].p + 64), low7));
+        }
+        return e4m3_has_nan_code<Arch>(_mm512_max_epu8(top, other));
+    }
     for (int64_t r = 0; r < n; ++r) top = e4m3_low7_top<Arch>(rows[r].p, len, top);
     return e4m3_has_nan_code<Arch>(top);
 }
