@@ -126,7 +126,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 // as 2^-8 of its values, 2^8 in P too), per group (into P: scale_once_per_group; once for the
 // two vectors of a group of 2 W elements), by the row reader (any other layout), or by 4-bit
 // tables (spans of 32 in pairs, decode_widen).
-enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_group, pv_by_reader, pv_nibbles };
+enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_group, pv_by_group_zeros, pv_by_reader, pv_nibbles };
 
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
 // group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
@@ -134,9 +134,8 @@ enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_gro
 // e4m3_nan_columns makes its column NaN after the sub-block.)
 template <class Arch, class E, int R, int N, pv_scaling S, int NV, nibble_tables T = tables_plain>
 __attribute__((always_inline)) inline void
-pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
-        int64_t ldp, int64_t v0, const int64_t *gi, xsimd::batch<float, Arch> (&acc)[R][NV],
-        const v_prefetch &ahead) {
+pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, int64_t v0,
+        const int64_t *gi, xsimd::batch<float, Arch> (&acc)[R][NV], const v_prefetch &ahead) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     // (the codes' offset of vector v0 is added to each key's row pointer, vector i's offset from
@@ -180,10 +179,11 @@ pv_keys(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const 
             continue;
         } else if constexpr (S == pv_by_group) {
 #pragma GCC unroll 16
-            for (int i = 0; i < N; ++i) {
-                const fbatch raw = raw_vector<Arch, E>(at, i * W);
-                x[i] = (l.zeros ? raw - fbatch(vc.ze[gi[i]]) : raw) * fbatch(vc.sc[gi[i]]);
-            }
+            for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(at, i * W) * fbatch(vc.sc[gi[i]]);
+        } else if constexpr (S == pv_by_group_zeros) {
+#pragma GCC unroll 16
+            for (int i = 0; i < N; ++i)
+                x[i] = (raw_vector<Arch, E>(at, i * W) - fbatch(vc.ze[gi[i]])) * fbatch(vc.sc[gi[i]]);
         } else if constexpr (S == pv_nibbles) {
             // each span's two vectors into the sums as soon as they are read, so that no more
             // than they are live besides the sums (with zero points, all of a key's vectors at
@@ -263,7 +263,7 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     o_registers<Arch, R, NV>(true, S == pv_nibbles, o, ldo, v0, acc);
     int64_t gi[NV];  // the group of each vector (by_group)
     for (int i = 0; i < NV; ++i) gi[i] = l.by_group && !l.fold ? (v0 + i) * W / group : 0;
-    pv_keys<Arch, E, R, NV, S, NV, T>(l, val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi, acc, ahead);
+    pv_keys<Arch, E, R, NV, S, NV, T>(val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi, acc, ahead);
     o_registers<Arch, R, NV>(false, S == pv_nibbles, o, ldo, v0, acc);
 }
 
@@ -282,7 +282,7 @@ pv_choice pv_choice_of(const quant_layout &l, int64_t group) {
     if (l.fold) return {pv_folded, tables_plain};
     if (scale_once_per_group(l, R) && group == 2 * W) return {pv_pair_scaled, tables_plain};
     if (scale_once_per_group(l, R)) return {pv_group_scaled, tables_plain};
-    if (l.by_group) return {pv_by_group, tables_plain};
+    if (l.by_group) return {l.zeros ? pv_by_group_zeros : pv_by_group, tables_plain};
     return {pv_by_reader, tables_plain};
 }
 
@@ -312,7 +312,7 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
         fbatch one[R][1];
         for (int r = 0; r < R; ++r) one[r][0] = fbatch::load_unaligned(o + r * ldo + v0 * W);
-        pv_keys<Arch, E, R, 1, pv_by_reader>(l, val, n, p, ldp, v0, nullptr, one, v0 ? v_prefetch{} : ahead);
+        pv_keys<Arch, E, R, 1, pv_by_reader>(val, n, p, ldp, v0, nullptr, one, v0 ? v_prefetch{} : ahead);
         for (int r = 0; r < R; ++r) one[r][0].store_unaligned(o + r * ldo + v0 * W);
     }
     for (int64_t d = vectors * W; d < dim_v; ++d)
@@ -393,7 +393,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         const auto sub_block = [&](auto s, auto tables) {
             constexpr pv_scaling S = decltype(s)::value;
             constexpr nibble_tables T = decltype(tables)::value;
-            if constexpr (S == pv_by_reader || S == pv_by_group || S == pv_group_scaled)
+            if constexpr (S == pv_by_reader || S == pv_by_group_zeros || S == pv_group_scaled)
                 pv_sub_block_apart<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], dim_v,
                                                      t.v.scales.group, o, ldo, ahead.v_ahead(k0));
             else
@@ -426,6 +426,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
             case pv_pair_scaled: sub_block(std::integral_constant<pv_scaling, pv_pair_scaled>{}, plain{}); break;
             case pv_group_scaled: sub_block(std::integral_constant<pv_scaling, pv_group_scaled>{}, plain{}); break;
             case pv_by_group: sub_block(std::integral_constant<pv_scaling, pv_by_group>{}, plain{}); break;
+            case pv_by_group_zeros: sub_block(std::integral_constant<pv_scaling, pv_by_group_zeros>{}, plain{}); break;
             case pv_by_reader: sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}); break;
             }
         }
