@@ -132,17 +132,23 @@ inline bool e4m3_row_has_nan(const uint8_t *row, int64_t n) {
 
 // Whether any of rows[0 .. n) (codes 0 .. len-1 of each, read through .p) holds it: one
 // comparison for all the rows, so that rows without NaN (the rule) cost no test and branch each.
-// Rows of 128 codes (the usual head size) are read as two vectors each, without a loop.
+// Rows of 128 codes (the usual head size) are read as two vectors each, two rows at a time.
 template <class Arch = xsimd::avx512f, class Reader>
 inline bool e4m3_rows_have_nan(const Reader *rows, int64_t n, int64_t len) {
     __m512i top = _mm512_setzero_si512();
     if (len == 128) {
         const __m512i low7 = _mm512_set1_epi8(0x7f);
+        const auto row_top = [&](const uint8_t *p) __attribute__((always_inline)) {
+            return _mm512_max_epu8(_mm512_and_si512(_mm512_loadu_si512(p), low7),
+                                   _mm512_and_si512(_mm512_loadu_si512(p + 64), low7));
+        };
         __m512i other = _mm512_setzero_si512();
-        for (int64_t r = 0; r < n; ++r) {
-            top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_loadu_si512(rows[r].p), low7));
-            other = _mm512_max_epu8(other, _mm512_and_si512(_mm512_loadu_si512(rows[r].p + 64), low7));
+        int64_t r = 0;
+        for (; r + 2 <= n; r += 2) {
+            top = _mm512_max_epu8(top, row_top(rows[r].p));
+            other = _mm512_max_epu8(other, row_top(rows[r + 1].p));
         }
+        if (r < n) top = _mm512_max_epu8(top, row_top(rows[r].p));
         return e4m3_has_nan_code<Arch>(_mm512_max_epu8(top, other));
     }
     for (int64_t r = 0; r < n; ++r) top = e4m3_low7_top<Arch>(rows[r].p, len, top);
