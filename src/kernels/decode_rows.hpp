@@ -84,12 +84,17 @@ __attribute__((always_inline)) inline void prefetch_lines(uintptr_t at, int64_t 
 }
 
 // V rows to prefetch inside the P V loop: key c's is the row of `bytes` at at + c * step
-// (at 0: none).
+// (at 0: none). The rows are contiguous (step == bytes), so each key prefetches the `lines`
+// lines from the one its row starts in, the next key's row starting in or after the last of
+// them: every line of the stream once, without prefetch_lines' loop around each row's bounds.
 struct v_prefetch {
     uintptr_t at = 0;
-    int64_t step = 0, bytes = 0;
+    int64_t step = 0, lines = 0;
     __attribute__((always_inline)) void fetch(int64_t c) const {
-        if (at) prefetch_lines(at + uintptr_t(c * step), bytes);
+        if (!at) return;
+        const uintptr_t a = (at + uintptr_t(c * step)) & ~uintptr_t(63);
+        attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
+        for (int64_t i = 1; i < lines; ++i) attention_detail::prefetch_line(reinterpret_cast<const char *>(a + 64 * i));
     }
 };
 
@@ -141,7 +146,7 @@ struct row_prefetch {
     // ahead.
     v_prefetch v_ahead(int64_t c0) const {
         if (!dense()) return {};
-        return {reinterpret_cast<uintptr_t>(v0) + uintptr_t((c0 + keys_ahead) * v_step), v_step, v_bytes};
+        return {reinterpret_cast<uintptr_t>(v0) + uintptr_t((c0 + keys_ahead) * v_step), v_step, (v_bytes + 63) / 64};
     }
     template <class Arch>
     __attribute__((always_inline)) void fetch(int64_t j0, int64_t c) const {
