@@ -177,13 +177,13 @@ pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, 
                 for (int i = 0; i < N; ++i)
                     acc[r][i] = xsimd::fma(fbatch(p[r * ldp + c] * vc.sc[gi[i]]), x[i], acc[r][i]);
             continue;
-        } else if constexpr (S == pv_by_group) {
+        } else if constexpr (S == pv_by_group || S == pv_by_group_zeros) {
 #pragma GCC unroll 16
-            for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(at, i * W) * fbatch(vc.sc[gi[i]]);
-        } else if constexpr (S == pv_by_group_zeros) {
-#pragma GCC unroll 16
-            for (int i = 0; i < N; ++i)
-                x[i] = (raw_vector<Arch, E>(at, i * W) - fbatch(vc.ze[gi[i]])) * fbatch(vc.sc[gi[i]]);
+            for (int i = 0; i < N; ++i) {
+                const fbatch raw = raw_vector<Arch, E>(at, i * W);
+                if constexpr (S == pv_by_group_zeros) x[i] = (raw - fbatch(vc.ze[gi[i]])) * fbatch(vc.sc[gi[i]]);
+                else x[i] = raw * fbatch(vc.sc[gi[i]]);
+            }
         } else if constexpr (S == pv_nibbles) {
             // each span's two vectors into the sums as soon as they are read, so that no more
             // than they are live besides the sums (with zero points, all of a key's vectors at
@@ -339,17 +339,17 @@ pv_sub_block_apart(const quant_layout &l, const row_reader<Arch, E> *val, int64_
 // reading the row exactly gives (its other codes have the same values either way). Rows with
 // the code are rare, so they are looked for after the sub-block has read them into L1, not
 // before (a scan ahead took the cache misses the multiply-adds would have overlapped).
-// ps: P times the rows' scales, 64 apart.
+// ps: P times the rows' scales, ldps apart.
 template <class Arch, class E, int R>
 __attribute__((noinline)) void e4m3_nan_columns(const row_reader<Arch, E> *val, int64_t n, int64_t dim_v,
-                                                const float *ps, float *o, int64_t ldo) {
+                                                const float *ps, int64_t ldps, float *o, int64_t ldo) {
     for (int64_t c = 0; c < n; ++c) {
         if (!decode_widen::e4m3_row_has_nan<Arch>(val[c].p, dim_v)) continue;
         for (int64_t j = 0; j < dim_v; ++j) {
             const uint8_t code = val[c].p[j];
             if ((code & 0x7f) != 0x7f) continue;
             const float nan = std::copysign(std::numeric_limits<float>::quiet_NaN(), code & 0x80 ? -1.0f : 1.0f);
-            for (int r = 0; r < R; ++r) o[r * ldo + j] += ps[r * 64 + c] * nan;
+            for (int r = 0; r < R; ++r) o[r * ldo + j] += ps[r * ldps + c] * nan;
         }
     }
 }
@@ -418,7 +418,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                 if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3) {
                     sub_block(std::integral_constant<pv_scaling, pv_e4m3>{}, plain{});
                     if (decode_widen::e4m3_rows_have_nan<Arch>(val, n, dim_v))  // (rows in L1 now)
-                        e4m3_nan_columns<Arch, E, R>(val, n, dim_v, ps[0], o, ldo);
+                        e4m3_nan_columns<Arch, E, R>(val, n, dim_v, ps[0], max_keys, o, ldo);
                 } else
                     sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
                 break;

@@ -125,23 +125,26 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
                     part = xsimd::fma(fbatch::load_unaligned(q[0] + d), raw_vector<Arch, E>(key[k].p, d), part);
                 acc[k] = xsimd::fma(part, fbatch(key[k].sc[gi]), acc[k]);
             }
-    } else if (l.by_group && !l.zeros) {  // a scale per group of whole vectors
-        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
-            fbatch sk[KEYS];
-            for (int k = 0; k < KEYS; ++k) sk[k] = fbatch(key[k].sc[gi]);
-            for (int64_t d = g0; d < g0 + group; d += W)
-                step(d, [&](int k, int64_t c) { return raw_vector<Arch, E>(key[k].p, c) * sk[k]; });
-        }
-    } else if (l.by_group) {  // and a zero point
-        for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
-            fbatch sk[KEYS], zk[KEYS];
-            for (int k = 0; k < KEYS; ++k) {
-                sk[k] = fbatch(key[k].sc[gi]);
-                zk[k] = fbatch(key[k].ze[gi]);
+    } else if (l.by_group) {  // a scale (and zero point) per group of whole vectors
+        const auto groups = [&](auto zeros) __attribute__((always_inline)) {
+            for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
+                fbatch sk[KEYS], zk[KEYS];
+                for (int k = 0; k < KEYS; ++k) {
+                    sk[k] = fbatch(key[k].sc[gi]);
+                    if constexpr (zeros) zk[k] = fbatch(key[k].ze[gi]);
+                }
+                for (int64_t d = g0; d < g0 + group; d += W)
+                    step(d, [&](int k, int64_t c) {
+                        const fbatch raw = raw_vector<Arch, E>(key[k].p, c);
+                        if constexpr (zeros) return (raw - zk[k]) * sk[k];
+                        else return raw * sk[k];
+                    });
             }
-            for (int64_t d = g0; d < g0 + group; d += W)
-                step(d, [&](int k, int64_t c) { return (raw_vector<Arch, E>(key[k].p, c) - zk[k]) * sk[k]; });
-        }
+        };
+        // (the zero points' test outside the loops: a zero point of 0 subtracted cost a vector
+        // operation each)
+        if (l.zeros) groups(std::true_type{});
+        else groups(std::false_type{});
     } else if (l.channels) {
         for (int64_t d = 0; d + W <= dim; d += W)
             step(d, [&](int k, int64_t c) {

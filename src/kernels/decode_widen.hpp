@@ -132,27 +132,21 @@ inline bool e4m3_row_has_nan(const uint8_t *row, int64_t n) {
 
 // Whether any of rows[0 .. n) (codes 0 .. len-1 of each, read through .p) holds it: one
 // comparison for all the rows, so that rows without NaN (the rule) cost no test and branch each.
-// Rows of 128 codes (the usual head size) are read as two vectors each, two rows at a time.
+// Two rows at a time (two maxima), and rows of 128 codes (the usual head size) with the length
+// a constant, so that each row's loop unrolls away.
 template <class Arch = xsimd::avx512f, class Reader>
 inline bool e4m3_rows_have_nan(const Reader *rows, int64_t n, int64_t len) {
-    __m512i top = _mm512_setzero_si512();
-    if (len == 128) {
-        const __m512i low7 = _mm512_set1_epi8(0x7f);
-        const auto row_top = [&](const uint8_t *p) __attribute__((always_inline)) {
-            return _mm512_max_epu8(_mm512_and_si512(_mm512_loadu_si512(p), low7),
-                                   _mm512_and_si512(_mm512_loadu_si512(p + 64), low7));
-        };
-        __m512i other = _mm512_setzero_si512();
+    const auto scan = [&](int64_t row_len) __attribute__((always_inline)) {
+        __m512i top = _mm512_setzero_si512(), other = _mm512_setzero_si512();
         int64_t r = 0;
         for (; r + 2 <= n; r += 2) {
-            top = _mm512_max_epu8(top, row_top(rows[r].p));
-            other = _mm512_max_epu8(other, row_top(rows[r + 1].p));
+            top = e4m3_low7_top<Arch>(rows[r].p, row_len, top);
+            other = e4m3_low7_top<Arch>(rows[r + 1].p, row_len, other);
         }
-        if (r < n) top = _mm512_max_epu8(top, row_top(rows[r].p));
+        if (r < n) top = e4m3_low7_top<Arch>(rows[r].p, row_len, top);
         return e4m3_has_nan_code<Arch>(_mm512_max_epu8(top, other));
-    }
-    for (int64_t r = 0; r < n; ++r) top = e4m3_low7_top<Arch>(rows[r].p, len, top);
-    return e4m3_has_nan_code<Arch>(top);
+    };
+    return len == 128 ? scan(128) : scan(len);
 }
 
 }  // namespace decode_widen
