@@ -82,17 +82,18 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 #pragma GCC unroll 16
         for (int i = 0; i < W; ++i) acc[i] = fbatch(0.0f);
         const float *const *qk = l.channels ? qc : q;
+        bool nan_seen = false;  // (E4M3: whether the keys' codes hold the NaN code)
         if (l.nibbles) {
             if (!(RP == 1 && nibble_key_major<Arch, E, KEYS>(l, qv, qp, key, group, acc)))
                 nibble_dots<Arch, E, RP, KEYS>(l, qp, key, dim, group, acc);
         }
-        else if (!(qv == 8 && key_major_dots<Arch, E, KEYS, 8>(l, qk[0], key, group, zero, acc)) &&
-                 !(qv == 4 && key_major_dots<Arch, E, KEYS, 4>(l, qk[0], key, group, zero, acc)))
-            key_dots<Arch, E, RP, KEYS>(l, qk, key, dim, group, zero, acc);
+        else if (!(qv == 8 && key_major_dots<Arch, E, KEYS, 8>(l, qk[0], key, group, zero, acc, nan_seen)) &&
+                 !(qv == 4 && key_major_dots<Arch, E, KEYS, 4>(l, qk[0], key, group, zero, acc, nan_seen)))
+            key_dots<Arch, E, RP, KEYS>(l, qk, key, dim, group, zero, acc, nan_seen);
         bool nan[KEYS] = {};  // an E4M3 row holding the NaN code: its scores are NaN
         bool any_nan = false;
         if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
-            if (l.e4m3 && (any_nan = decode_widen::e4m3_rows_have_nan<Arch>(key, KEYS, dim)))
+            if (l.e4m3 && (any_nan = nan_seen))
                 for (int k = 0; k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
         alignas(64) float sum[W];
         fbatch total = transpose_sum_inlined<Arch>(acc);
@@ -131,11 +132,13 @@ enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_gro
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
 // group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
 // of the span of vectors v0 + 2 m, v0 + 2 m + 1. (E4M3: a NaN code reads as a finite value here;
-// e4m3_nan_columns makes its column NaN after the sub-block.)
+// the codes read go into nan_top (decode_widen::e4m3_low7_top), and e4m3_nan_columns makes the
+// columns holding one NaN after the sub-block.)
 template <class Arch, class E, int R, int N, pv_scaling S, int NV, nibble_tables T = tables_plain>
 __attribute__((always_inline)) inline void
 pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, int64_t v0,
-        const int64_t *gi, xsimd::batch<float, Arch> (&acc)[R][NV], const v_prefetch &ahead) {
+        const int64_t *gi, xsimd::batch<float, Arch> (&acc)[R][NV], const v_prefetch &ahead,
+        __m512i *nan_top = nullptr) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     // (the codes' offset of vector v0 is added to each key's row pointer, vector i's offset from
@@ -158,6 +161,8 @@ pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, 
                     decode_widen::e4m3_scaled_down_32<Arch>(at, 2 * m * W, lo, hi);
                     x[2 * m] = lo;
                     x[2 * m + 1] = hi;
+                    if (m % 2 == 0)  // this span's codes and the next one's, 64 bytes (or 32)
+                        *nan_top = decode_widen::e4m3_low7_top<Arch>(at + 2 * m * W, N - 2 * m >= 4 ? 4 * W : 2 * W, *nan_top);
                 }
             }
         } else if constexpr (S == pv_pair_scaled) {  // groups of two vectors: p s once a group
@@ -249,12 +254,12 @@ o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
 }
 
 // o[r] vectors v0 .. v0 + NV += sum_{c < n} p[r * ldp + c] v_c (V rows val[c]) for r < R,
-// o in registers. ps: P times each row's scale (l.fold), 64 apart.
+// o in registers. ps: P times each row's scale (l.fold), 64 apart. (nan_top: pv_keys.)
 template <class Arch, class E, int R, int NV, pv_scaling S, nibble_tables T>
 __attribute__((always_inline)) inline void
 pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, const float *p,
            int64_t ldp, const float *ps, int64_t group, float *o, int64_t ldo,
-           int64_t v0, const v_prefetch &ahead) {
+           int64_t v0, const v_prefetch &ahead, __m512i *nan_top) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     // P times the rows' scales (64 apart) where the scale is one a row, else P
@@ -263,7 +268,7 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     o_registers<Arch, R, NV>(true, S == pv_nibbles, o, ldo, v0, acc);
     int64_t gi[NV];  // the group of each vector (by_group)
     for (int i = 0; i < NV; ++i) gi[i] = l.by_group && !l.fold ? (v0 + i) * W / group : 0;
-    pv_keys<Arch, E, R, NV, S, NV, T>(val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi, acc, ahead);
+    pv_keys<Arch, E, R, NV, S, NV, T>(val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi, acc, ahead, nan_top);
     o_registers<Arch, R, NV>(false, S == pv_nibbles, o, ldo, v0, acc);
 }
 
@@ -293,12 +298,12 @@ pv_choice pv_choice_of(const quant_layout &l, int64_t group) {
 // usual ones inline in pv_in_registers and the rare ones in a function apart
 // (pv_sub_block_apart): with every way's loop nest inside the one P V loop, the register
 // allocator left a sum of some of them on the stack (a store and reload in every key's chain),
-// which ones changing from one build to the next.
+// which ones changing from one build to the next. nan_top: the E4M3 codes read (pv_keys).
 template <class Arch, class E, int R, pv_scaling S, nibble_tables T>
 __attribute__((always_inline)) inline void
 pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
         const float *p, int64_t ldp, const float *ps, int64_t dim_v,
-        int64_t group, float *o, int64_t ldo, const v_prefetch &ahead) {
+        int64_t group, float *o, int64_t ldo, const v_prefetch &ahead, __m512i *nan_top = nullptr) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     constexpr int NV = attention_blocking<Arch>::nv;
@@ -306,9 +311,9 @@ pv_sub_block(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n,
     int64_t v0 = 0;  // (V rows ahead prefetched in the first pass over the keys only)
     if constexpr (R == 1)  // one row: twice the vectors a pass (each key's row read in half the passes)
         for (; v0 + 2 * NV <= vectors; v0 += 2 * NV)
-            pv_vectors<Arch, E, R, 2 * NV, S, T>(l, val, n, p, ldp, ps, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
+            pv_vectors<Arch, E, R, 2 * NV, S, T>(l, val, n, p, ldp, ps, group, o, ldo, v0, v0 ? v_prefetch{} : ahead, nan_top);
     for (; v0 + NV <= vectors; v0 += NV)
-        pv_vectors<Arch, E, R, NV, S, T>(l, val, n, p, ldp, ps, group, o, ldo, v0, v0 ? v_prefetch{} : ahead);
+        pv_vectors<Arch, E, R, NV, S, T>(l, val, n, p, ldp, ps, group, o, ldo, v0, v0 ? v_prefetch{} : ahead, nan_top);
     for (; v0 < vectors; ++v0) {  // the last few vectors, one at a time
         fbatch one[R][1];
         for (int r = 0; r < R; ++r) one[r][0] = fbatch::load_unaligned(o + r * ldo + v0 * W);
@@ -337,9 +342,10 @@ pv_sub_block_apart(const quant_layout &l, const row_reader<Arch, E> *val, int64_
 // After an E4M3 sub-block read its codes as f16 bits (decode_widen), the NaN code among them as
 // a finite value: each column of rows val[0 .. n) holding the code gets p times a NaN, as
 // reading the row exactly gives (its other codes have the same values either way). Rows with
-// the code are rare, so they are looked for after the sub-block has read them into L1, not
-// before (a scan ahead took the cache misses the multiply-adds would have overlapped).
-// ps: P times the rows' scales, ldps apart.
+// the code are rare: the sub-block's passes note whether any code they read is one, beside
+// their products (a scan of the rows before the sub-block took the cache misses the
+// multiply-adds would have overlapped; one after it was a loop of its own over the rows), and
+// only then are the rows looked over here. ps: P times the rows' scales, ldps apart.
 template <class Arch, class E, int R>
 __attribute__((noinline)) void e4m3_nan_columns(const row_reader<Arch, E> *val, int64_t n, int64_t dim_v,
                                                 const float *ps, int64_t ldps, float *o, int64_t ldo) {
@@ -390,7 +396,8 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
             for (int r = 0; r < R; ++r)
                 for (int64_t c = 0; c < n; ++c) ps[r][c] = p[r * ldp + k0 + c] * scale[c] * unit;
         const pv_choice how = pv_choice_of<Arch, E, R>(l, t.v.scales.group);
-        const auto sub_block = [&](auto s, auto tables) {
+        __m512i *const no_top = nullptr;
+        const auto sub_block = [&](auto s, auto tables, __m512i *nan_top) {
             constexpr pv_scaling S = decltype(s)::value;
             constexpr nibble_tables T = decltype(tables)::value;
             if constexpr (S == pv_by_reader || S == pv_by_group_zeros || S == pv_group_scaled)
@@ -398,36 +405,37 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                                                      t.v.scales.group, o, ldo, ahead.v_ahead(k0));
             else
                 pv_sub_block<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], dim_v,
-                                               t.v.scales.group, o, ldo, ahead.v_ahead(k0));
+                                               t.v.scales.group, o, ldo, ahead.v_ahead(k0), nan_top);
         };
         using plain = std::integral_constant<nibble_tables, tables_plain>;
         if constexpr (!E::quantized) {
-            sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
+            sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}, no_top);
         } else {
             switch (how.s) {
             case pv_nibbles:
                 if constexpr (decode_widen::available<Arch> && E::bits == 4) {
                     with_tables(how.t, [&](auto tables) {
-                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{}, tables);
+                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{}, tables, no_top);
                     });
                 } else {  // (never chosen where the tables are not built: read per element)
-                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
+                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}, no_top);
                 }
                 break;
             case pv_e4m3:
                 if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3) {
-                    sub_block(std::integral_constant<pv_scaling, pv_e4m3>{}, plain{});
-                    if (decode_widen::e4m3_rows_have_nan<Arch>(val, n, dim_v))  // (rows in L1 now)
+                    __m512i top = _mm512_setzero_si512();
+                    sub_block(std::integral_constant<pv_scaling, pv_e4m3>{}, plain{}, &top);
+                    if (decode_widen::e4m3_has_nan_code<Arch>(top))
                         e4m3_nan_columns<Arch, E, R>(val, n, dim_v, ps[0], max_keys, o, ldo);
                 } else
-                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
+                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}, no_top);
                 break;
-            case pv_folded: sub_block(std::integral_constant<pv_scaling, pv_folded>{}, plain{}); break;
-            case pv_pair_scaled: sub_block(std::integral_constant<pv_scaling, pv_pair_scaled>{}, plain{}); break;
-            case pv_group_scaled: sub_block(std::integral_constant<pv_scaling, pv_group_scaled>{}, plain{}); break;
-            case pv_by_group: sub_block(std::integral_constant<pv_scaling, pv_by_group>{}, plain{}); break;
-            case pv_by_group_zeros: sub_block(std::integral_constant<pv_scaling, pv_by_group_zeros>{}, plain{}); break;
-            case pv_by_reader: sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}); break;
+            case pv_folded: sub_block(std::integral_constant<pv_scaling, pv_folded>{}, plain{}, no_top); break;
+            case pv_pair_scaled: sub_block(std::integral_constant<pv_scaling, pv_pair_scaled>{}, plain{}, no_top); break;
+            case pv_group_scaled: sub_block(std::integral_constant<pv_scaling, pv_group_scaled>{}, plain{}, no_top); break;
+            case pv_by_group: sub_block(std::integral_constant<pv_scaling, pv_by_group>{}, plain{}, no_top); break;
+            case pv_by_group_zeros: sub_block(std::integral_constant<pv_scaling, pv_by_group_zeros>{}, plain{}, no_top); break;
+            case pv_by_reader: sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}, no_top); break;
             }
         }
     }

@@ -74,11 +74,12 @@ quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
 
 // acc[r * KEYS + k] += lane-wise products of q_r (rows q[r]) and key k over the whole vectors
 // of dim (without the scale where l.fold; 2^-8 of it where l.e4m3; l.channels: q times the
-// channels' scales, the codes less the channels' zero points, zero[c] for element c).
+// channels' scales, the codes less the channels' zero points, zero[c] for element c). E4M3:
+// whether the keys' codes hold the NaN code, looked for as they are read (nan_seen).
 template <class Arch, class E, int RP, int KEYS>
 __attribute__((always_inline)) inline void
 key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E> *key,
-        int64_t dim, int64_t group, const float *zero, xsimd::batch<float, Arch> *acc) {
+        int64_t dim, int64_t group, const float *zero, xsimd::batch<float, Arch> *acc, bool &nan_seen) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
     const auto step = [&](int64_t d, auto &&value) __attribute__((always_inline)) {
@@ -94,8 +95,11 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
     };
     if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3) {
         if (l.e4m3) {
+            __m512i top = _mm512_setzero_si512();
             int64_t d = 0;
-            for (; d + 2 * W <= dim; d += 2 * W)  // 32 codes of a key at a time
+            for (; d + 2 * W <= dim; d += 2 * W) {  // 32 codes of a key at a time
+                // the codes looked over 64 at a time (32 for the last 32 of an odd count)
+                const int64_t look_len = d % (4 * W) ? 0 : d + 4 * W <= dim ? 4 * W : 2 * W;
 #pragma GCC unroll 16
                 for (int k = 0; k < KEYS; ++k) {
                     __m512 lo, hi;
@@ -105,9 +109,15 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
                         const fbatch a = xsimd::fma(fbatch::load_unaligned(q[r] + d), fbatch(lo), acc[r * KEYS + k]);
                         acc[r * KEYS + k] = xsimd::fma(fbatch::load_unaligned(q[r] + d + W), fbatch(hi), a);
                     }
+                    if (look_len == 4 * W) top = decode_widen::e4m3_low7_top<Arch>(key[k].p + d, 4 * W, top);
+                    else if (look_len) top = decode_widen::e4m3_low7_top<Arch>(key[k].p + d, 2 * W, top);
                 }
-            for (; d < dim; d += W)
+            }
+            for (; d < dim; d += W) {
                 step(d, [&](int k, int64_t c) { return fbatch(decode_widen::e4m3_scaled_down<Arch>(key[k].p, c)); });
+                for (int k = 0; k < KEYS; ++k) top = decode_widen::e4m3_low7_top<Arch>(key[k].p + d, W, top);
+            }
+            nan_seen = decode_widen::e4m3_has_nan_code<Arch>(top);
             return;
         }
     }
@@ -160,11 +170,12 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
 // q held in registers, the keys taken KG at a time (their products interleaved for the
 // multiply-adds' latency), vector by vector within a key. Each accumulator takes the same
 // products in the same order as key_dots', so the same bits; false (nothing done) for the
-// layouts it leaves to key_dots (nibbles, and scales with zero points per group).
+// layouts it leaves to key_dots (nibbles, and scales with zero points per group). E4M3: the
+// keys' codes looked over for the NaN code as they are read (nan_seen).
 template <class Arch, class E, int KEYS, int QV>
 __attribute__((always_inline)) inline bool
 key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> *key, int64_t group,
-               const float *zero, xsimd::batch<float, Arch> *acc) {
+               const float *zero, xsimd::batch<float, Arch> *acc, bool &nan_seen) {
     if constexpr (decode_widen::available<Arch> && QV % 2 == 0) {
         using fbatch = xsimd::batch<float, Arch>;
         constexpr int W = int(fbatch::size), KG = 4;
@@ -197,12 +208,16 @@ key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> 
         } else {
             if constexpr (E::type == ATTN_DTYPE_FP8_E4M3) {
                 if (l.e4m3) {
+                    __m512i top = _mm512_setzero_si512();
                     sums([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
                         __m512 lo, hi;
                         decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, i * W, lo, hi);
                         x0 = lo;
                         x1 = hi;
+                        if (i % 4 == 0)  // the codes of this step and the next, 64 bytes (or 32)
+                            top = decode_widen::e4m3_low7_top<Arch>(key[k].p + i * W, QV - i >= 4 ? 4 * W : 2 * W, top);
                     });
+                    nan_seen = decode_widen::e4m3_has_nan_code<Arch>(top);
                     return true;
                 }
             }
