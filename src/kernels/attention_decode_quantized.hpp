@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -100,14 +101,23 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         if constexpr (E::quantized)
             if (l.fold) {  // (sum 2^8) scale, as one score at a time would
                 alignas(64) float sc[W];
-                for (int i = 0; i < W; ++i) sc[i] = key[i % KEYS].sc[0];
-                total = total * fbatch(unit) * fbatch::load_aligned(sc);
+#pragma GCC unroll 16
+                for (int k = 0; k < KEYS; ++k) sc[k] = key[k].sc[0];
+                fbatch scales;  // lane r KEYS + k: key k's scale
+                if constexpr (decode_widen::available<Arch> && KEYS == 4)
+                    scales = _mm512_broadcast_f32x4(_mm_load_ps(sc));
+                else if constexpr (decode_widen::available<Arch> && KEYS == 8)
+                    scales = _mm512_shuffle_f32x4(_mm512_castps256_ps512(_mm256_load_ps(sc)),
+                                                  _mm512_castps256_ps512(_mm256_load_ps(sc)), 0x44);
+                else {
+                    for (int i = KEYS; i < W; ++i) sc[i] = sc[i % KEYS];
+                    scales = fbatch::load_aligned(sc);
+                }
+                total = total * fbatch(unit) * scales;
             }
         total.store_aligned(sum);
-        if (whole && !any_nan) {
-            for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-                for (int k = 0; k < KEYS; ++k) s[r * lds + c + k] = sum[r * KEYS + k];
+        if (whole && !any_nan) {  // each row's KEYS scores at once
+            for (int r = 0; r < R; ++r) std::memcpy(s + r * lds + c, sum + r * KEYS, sizeof(float) * KEYS);
             continue;
         }
         for (int r = 0; r < R; ++r)
