@@ -163,18 +163,19 @@ TEST_P(sdpa_quantized, decode_one_row_groups_of_64) {
 // E4M3's NaN code (S.1111.111) in one K row makes that key's score NaN (so every output of
 // the heads that see it); in one V row, the outputs of that column. The NaNs are where the
 // reference has them, the other values its values at the tolerance of the rule: 4 query heads
-// a KV head and 1 (decoding's two ways of reading K), the key within the first block of 64
-// keys and the last of the second (the odd row of a pass over its rows two at a time), the
-// element in a row's first 64 codes and in its second (decoding looks at them 64 at a time).
+// a KV head and 1 (decoding's two ways of reading K), keys in the first and second blocks of
+// 64, the element in a row's first 64 codes, its second, the last 32 of 96 and the last 16 of
+// 80 (decoding looks at the codes 64 at a time where it reads them, fewer at a row's end).
 TEST_P(sdpa_quantized, e4m3_nan_codes) {
     for (int side = 0; side < 2; ++side)
         for (uint8_t code : {uint8_t(0x7f), uint8_t(0xff)})
-            for (const auto &[heads, key, element] :
-                 {std::tuple<int64_t, int64_t, int64_t>{8, 40, 37}, {2, 60, 37}, {2, 76, 37}, {8, 3, 101}, {2, 66, 101}}) {
+            for (const auto &[heads, key, element, dim] :
+                 {std::tuple<int64_t, int64_t, int64_t, int64_t>{8, 40, 37, 128}, {2, 60, 37, 128}, {2, 76, 37, 128},
+                  {8, 3, 101, 128}, {2, 66, 101, 128}, {2, 9, 90, 96}, {8, 70, 70, 80}, {2, 12, 75, 80}}) {
                 problem p = make_problem(ATTN_DTYPE_FP8_E4M3, granularity::per_row, false, 1, 77,
-                                         7000 + uint32_t(heads), heads, 128, 128);
+                                         7000 + uint32_t(heads), heads, dim, dim);
                 // batch 1, KV head 0
-                (side == 0 ? p.k : p.v).bytes[size_t((2 * 77 + key) * 128 + element)] = code;
+                (side == 0 ? p.k : p.v).bytes[size_t((2 * 77 + key) * dim + element)] = code;
                 auto ref = make_context(ATTN_IMPL_REFERENCE);
                 const std::vector<float> want = run(ref.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
                 const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
@@ -187,7 +188,7 @@ TEST_P(sdpa_quantized, e4m3_nan_codes) {
                 }
                 // K: the heads of KV head 0 of batch 1, every column; V: their column `element`
                 const size_t seen_by = size_t(heads / 2);
-                EXPECT_EQ(nans, side == 0 ? seen_by * 128 : seen_by) << "side " << side << ", heads " << heads;
+                EXPECT_EQ(nans, side == 0 ? seen_by * size_t(dim) : seen_by) << "side " << side << ", heads " << heads << ", D " << dim;
             }
 }
 
