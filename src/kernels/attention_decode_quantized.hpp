@@ -92,9 +92,8 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
                  !(qv == 4 && key_major_dots<Arch, E, KEYS, 4>(l, qk[0], key, group, zero, acc, nan_seen)))
             key_dots<Arch, E, RP, KEYS>(l, qk, key, dim, group, zero, acc, nan_seen);
         bool nan[KEYS] = {};  // an E4M3 row holding the NaN code: its scores are NaN
-        bool any_nan = false;
         if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3)
-            if (l.e4m3 && (any_nan = nan_seen))
+            if (nan_seen)
                 for (int k = 0; k < KEYS; ++k) nan[k] = decode_widen::e4m3_row_has_nan<Arch>(key[k].p, dim);
         alignas(64) float sum[W];
         fbatch total = transpose_sum_inlined<Arch>(acc);
@@ -106,17 +105,17 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
                 fbatch scales;  // lane r KEYS + k: key k's scale
                 if constexpr (decode_widen::available<Arch> && KEYS == 4)
                     scales = _mm512_broadcast_f32x4(_mm_load_ps(sc));
-                else if constexpr (decode_widen::available<Arch> && KEYS == 8)
-                    scales = _mm512_shuffle_f32x4(_mm512_castps256_ps512(_mm256_load_ps(sc)),
-                                                  _mm512_castps256_ps512(_mm256_load_ps(sc)), 0x44);
-                else {
+                else if constexpr (decode_widen::available<Arch> && KEYS == 8) {
+                    const __m512 eight = _mm512_castps256_ps512(_mm256_load_ps(sc));
+                    scales = _mm512_shuffle_f32x4(eight, eight, 0x44);
+                } else {
                     for (int i = KEYS; i < W; ++i) sc[i] = sc[i % KEYS];
                     scales = fbatch::load_aligned(sc);
                 }
                 total = total * fbatch(unit) * scales;
             }
         total.store_aligned(sum);
-        if (whole && !any_nan) {  // each row's KEYS scores at once
+        if (whole && !nan_seen) {  // each row's KEYS scores at once
             for (int r = 0; r < R; ++r) std::memcpy(s + r * lds + c, sum + r * KEYS, sizeof(float) * KEYS);
             continue;
         }
@@ -406,8 +405,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
             for (int r = 0; r < R; ++r)
                 for (int64_t c = 0; c < n; ++c) ps[r][c] = p[r * ldp + k0 + c] * scale[c] * unit;
         const pv_choice how = pv_choice_of<Arch, E, R>(l, t.v.scales.group);
-        __m512i *const no_top = nullptr;
-        const auto sub_block = [&](auto s, auto tables, __m512i *nan_top) {
+        const auto sub_block = [&](auto s, auto tables, __m512i *nan_top = nullptr) {
             constexpr pv_scaling S = decltype(s)::value;
             constexpr nibble_tables T = decltype(tables)::value;
             if constexpr (S == pv_by_reader || S == pv_by_group_zeros || S == pv_group_scaled)
@@ -419,16 +417,16 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         };
         using plain = std::integral_constant<nibble_tables, tables_plain>;
         if constexpr (!E::quantized) {
-            sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}, no_top);
+            sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
         } else {
             switch (how.s) {
             case pv_nibbles:
                 if constexpr (decode_widen::available<Arch> && E::bits == 4) {
                     with_tables(how.t, [&](auto tables) {
-                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{}, tables, no_top);
+                        sub_block(std::integral_constant<pv_scaling, pv_nibbles>{}, tables);
                     });
                 } else {  // (never chosen where the tables are not built: read per element)
-                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}, no_top);
+                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
                 }
                 break;
             case pv_e4m3:
@@ -438,14 +436,14 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                     if (decode_widen::e4m3_has_nan_code<Arch>(top))
                         e4m3_nan_columns<Arch, E, R>(val, n, dim_v, ps[0], max_keys, o, ldo);
                 } else
-                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}, no_top);
+                    sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
                 break;
-            case pv_folded: sub_block(std::integral_constant<pv_scaling, pv_folded>{}, plain{}, no_top); break;
-            case pv_pair_scaled: sub_block(std::integral_constant<pv_scaling, pv_pair_scaled>{}, plain{}, no_top); break;
-            case pv_group_scaled: sub_block(std::integral_constant<pv_scaling, pv_group_scaled>{}, plain{}, no_top); break;
-            case pv_by_group: sub_block(std::integral_constant<pv_scaling, pv_by_group>{}, plain{}, no_top); break;
-            case pv_by_group_zeros: sub_block(std::integral_constant<pv_scaling, pv_by_group_zeros>{}, plain{}, no_top); break;
-            case pv_by_reader: sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}, no_top); break;
+            case pv_folded: sub_block(std::integral_constant<pv_scaling, pv_folded>{}, plain{}); break;
+            case pv_pair_scaled: sub_block(std::integral_constant<pv_scaling, pv_pair_scaled>{}, plain{}); break;
+            case pv_group_scaled: sub_block(std::integral_constant<pv_scaling, pv_group_scaled>{}, plain{}); break;
+            case pv_by_group: sub_block(std::integral_constant<pv_scaling, pv_by_group>{}, plain{}); break;
+            case pv_by_group_zeros: sub_block(std::integral_constant<pv_scaling, pv_by_group_zeros>{}, plain{}); break;
+            case pv_by_reader: sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}); break;
             }
         }
     }
