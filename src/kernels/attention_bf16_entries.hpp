@@ -54,7 +54,7 @@ void weights_tile(const attention_tile &t, float *weights, int64_t weights_ld, b
 
 template <class Arch, bool Codes>
 attention_impl pairs_entry() {
-    attention_impl e = attention_f32_tiles_entry<Arch>();
+    attention_impl e = attention_packed_tiles_base<Arch>();
     e.name = Codes ? "bf16_code_pairs" : "bf16_pairs";
     e.pair_products = !Codes;
     e.code_pairs = Codes;

@@ -52,19 +52,30 @@ attention_impl attention_decode_entry() {
     return e;
 }
 
+// The f32 tiles' blocking, scratch and packing, without their kernels: the start of every
+// entry that packs K (f32_tiles here, the bf16-pair entries), so that an entry with kernels of
+// its own instantiates no other's.
 template <class Arch>
-attention_impl attention_f32_tiles_entry() {
+attention_impl attention_packed_tiles_base() {
     namespace detail = attention_entries_detail;
-    attention_impl e = attention_decode_entry<Arch>();
-    e.name = "f32_tiles";
-    e.max_queries = 0;
-    e.few_queries = e.few_row_bits = 0;
+    attention_impl e{};
     e.br = attention_blocking<Arch>::br;
+    e.bc = attention_blocking<Arch>::bc;
+    e.nr = attention_blocking<Arch>::nr_vectors * int(xsimd::batch<float, Arch>::size);
+    e.scratch_floats = &attention_scratch_floats<Arch>;
     e.pack_k = &attention_pack_k<Arch>;
     e.pack_v = &attention_pad_v<Arch>;
     e.use_packed_k = &detail::use_f32_panels;
     e.use_packed_v = &detail::use_padded_v;
-    e.forward_tile = &detail::f32_tile<Arch>;
+    return e;
+}
+
+template <class Arch>
+attention_impl attention_f32_tiles_entry() {
+    attention_impl e = attention_packed_tiles_base<Arch>();
+    e.name = "f32_tiles";
+    e.forward_tile = &attention_entries_detail::f32_tile<Arch>;
+    e.weights_tile = &attention_weights_tile<Arch>;
     return e;
 }
 
