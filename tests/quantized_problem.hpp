@@ -72,7 +72,7 @@ inline void layout_for(granularity g, attn_dtype t, int64_t heads, int64_t len, 
 // uniform value in [-6, 6] (finite, subnormals possible near 0).
 inline int code_of(attn_dtype t, std::mt19937 &gen) {
     if (t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2) {
-        const float x = std::uniform_real_distribution<float>(-6.0f, 6.0f)(gen);
+        const float x = attn_test::uniform_float(gen, -6.0f, 6.0f);
         return t == ATTN_DTYPE_FP8_E4M3 ? attn::quant::f32_to_fp8_e4m3(x) : attn::quant::f32_to_fp8_e5m2(x);
     }
     const attn::quant::int_range r = attn::quant::integer_range(t);
@@ -98,15 +98,14 @@ inline cache_side make_side(attn_dtype t, granularity g, bool zeros, int64_t bat
     // scales: about 1 / qmax (values of order 1), FP8 around 0.3
     const attn::quant::int_range r = is_fp8(t) ? attn::quant::int_range{0, 1} : attn::quant::integer_range(t);
     const float unit = is_fp8(t) ? 0.3f : 2.0f / float(r.qmax - r.qmin);
-    std::uniform_real_distribution<float> spread(0.5f, 1.5f);
     if (g != granularity::no_scale)
         for (int64_t i = 0; i < entries; ++i) {
-            const float x = unit * spread(gen);
+            const float x = unit * attn_test::uniform_float(gen, 0.5f, 1.5f);
             c.scale.push_back(power_of_two ? std::exp2(std::round(std::log2(x))) : x);
         }
     if (zeros)
         for (int64_t i = 0; i < entries; ++i)
-            c.zero.push_back(std::uniform_real_distribution<float>(float(r.qmin), float(r.qmax))(gen));
+            c.zero.push_back(attn_test::uniform_float(gen, float(r.qmin), float(r.qmax)));
     const int64_t n = batch * heads * len * dim;
     c.bytes.assign(size_t(is_4bit(t) ? n / 2 : n), 0);
     c.f32.resize(size_t(n));
