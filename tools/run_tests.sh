@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Command 2: build attn (Release, in build/) and run the whole test suite, then build the
 # same suite with AddressSanitizer + UndefinedBehaviorSanitizer (clang, RelWithDebInfo at -O1,
-# in build-asan/, instrumented for libFuzzer as well) and run it again, then the
+# in build-asan/, the library instrumented for libFuzzer as well) and run it again, then the
 # ThreadSanitizer stress test (tools/run_tsan.sh) and 60 s of fuzzing of the C API
 # (tools/run_fuzz.sh, on the library build-asan/ already holds). Exits non-zero on any failure.
 set -uo pipefail
