@@ -107,7 +107,7 @@ inline std::string path_name(const testing::TestParamInfo<path> &info) { return 
 // The value std::uniform_real_distribution<float>(lo, hi) draws from gen in libstdc++, bit for
 // bit (one 32-bit draw times 2^-32, kept below 1, then lo + (hi - lo) u), without its per-draw
 // long double logarithm of the generator's range: a sanitized test build (-O1) does not fold
-// it away, and it took a fifth of the decode sweep's time there.
+// it away, and it took a third of the decode sweep's time there.
 inline float uniform_float(std::mt19937 &gen, float lo, float hi) {
     float u = float(gen()) * 0x1p-32f;
     if (u >= 1.0f) u = std::nextafter(1.0f, 0.0f);
