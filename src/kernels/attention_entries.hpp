@@ -34,19 +34,28 @@ void f32_tile(const attention_tile &t) {
         attention_forward_tile<Arch>(t);
 }
 
+// The f32 tiles' key blocking, micro-kernel width and scratch regions, with tiles of br rows:
+// where the decode entry (br: the rows it takes at once; a sequence of more takes several)
+// and the entries that pack K (the f32 tiles' rows) start.
+template <class Arch>
+attention_impl f32_blocking(int br) {
+    attention_impl e{};
+    e.br = br;
+    e.bc = attention_blocking<Arch>::bc;
+    e.nr = attention_blocking<Arch>::nr_vectors * int(xsimd::batch<float, Arch>::size);
+    e.scratch_floats = &attention_scratch_floats<Arch>;
+    return e;
+}
+
 }  // namespace attention_entries_detail
 
 template <class Arch>
 attention_impl attention_decode_entry() {
-    attention_impl e{};
+    attention_impl e = attention_entries_detail::f32_blocking<Arch>(attention_direct_rows);
     e.name = "decode";
     e.max_queries = attention_direct_rows;
     e.few_queries = decode_few_queries;
     e.few_row_bits = decode_few_row_bits;
-    e.br = attention_direct_rows;  // its tiles' rows (a sequence of more takes several)
-    e.bc = attention_blocking<Arch>::bc;
-    e.nr = attention_blocking<Arch>::nr_vectors * int(xsimd::batch<float, Arch>::size);
-    e.scratch_floats = &attention_scratch_floats<Arch>;  // the f32 tile's regions, reused
     e.forward_tile = &attention_decode_tile<Arch>;
     e.weights_tile = &attention_weights_tile<Arch>;
     return e;
@@ -58,11 +67,7 @@ attention_impl attention_decode_entry() {
 template <class Arch>
 attention_impl attention_packed_tiles_base() {
     namespace detail = attention_entries_detail;
-    attention_impl e{};
-    e.br = attention_blocking<Arch>::br;
-    e.bc = attention_blocking<Arch>::bc;
-    e.nr = attention_blocking<Arch>::nr_vectors * int(xsimd::batch<float, Arch>::size);
-    e.scratch_floats = &attention_scratch_floats<Arch>;
+    attention_impl e = detail::f32_blocking<Arch>(attention_blocking<Arch>::br);
     e.pack_k = &attention_pack_k<Arch>;
     e.pack_v = &attention_pad_v<Arch>;
     e.use_packed_k = &detail::use_f32_panels;
