@@ -167,56 +167,51 @@ inline const void *typed_at(const void *base, attn_dtype type, int64_t offset) {
     return static_cast<const unsigned char *>(base) + offset * core::element_bytes(type);
 }
 
-template <class Arch>
-void gemm_pack_a_typed(attn_trans trans_a, int64_t mc, int64_t kc, const void *a,
-                       attn_dtype type, int64_t lda, bool round_bf16, float *packed) {
-    constexpr int64_t MR = gemm_blocking_for<Arch>().mr, KB = gemm_typed_kb;
-    alignas(64) float block[MR * KB];
-    for (int64_t i0 = 0; i0 < mc; i0 += MR, packed += kc * MR) {
-        const int64_t rows = mc - i0 < MR ? mc - i0 : MR;
-        if (trans_a == ATTN_TRANS) {
-            // op(A)[i, p] = a[p*lda + i]: each p is a contiguous run of rows.
-            for (int64_t p = 0; p < kc; ++p) {
-                float *dst = packed + p * MR;
-                load_f32_row<Arch>(typed_at<Arch>(a, type, p * lda + i0), type, round_bf16, rows, dst);
-                for (int64_t r = rows; r < MR; ++r) dst[r] = 0.0f;
+// Panels of W lanes (W = MR: rows of op(A); W = NR: columns of op(B)) of a typed matrix, as
+// f32, lane x of depth p at packed[(x / W) * depth * W + p * W + x % W], lanes past extent
+// zero. Element (x, p) of the source is at p * ld + x where the lanes are contiguous (A
+// transposed, B not), else at x * ld + p (then read a row of depth at a time, KB elements per
+// lane, and transposed into the panel).
+template <class Arch, int64_t W>
+void gemm_pack_panels_typed(bool lanes_contiguous, int64_t depth, int64_t extent, const void *src,
+                            attn_dtype type, int64_t ld, bool round_bf16, float *packed) {
+    constexpr int64_t KB = gemm_typed_kb;
+    alignas(64) float block[W * KB];
+    for (int64_t x0 = 0; x0 < extent; x0 += W, packed += depth * W) {
+        const int64_t lanes = extent - x0 < W ? extent - x0 : W;
+        if (lanes_contiguous) {
+            for (int64_t p = 0; p < depth; ++p) {
+                float *dst = packed + p * W;
+                load_f32_row<Arch>(typed_at<Arch>(src, type, p * ld + x0), type, round_bf16, lanes, dst);
+                for (int64_t x = lanes; x < W; ++x) dst[x] = 0.0f;
             }
         } else {
-            for (int64_t p0 = 0; p0 < kc; p0 += KB) {
-                const int64_t len = kc - p0 < KB ? kc - p0 : KB;
-                for (int64_t r = 0; r < rows; ++r)
-                    load_f32_row<Arch>(typed_at<Arch>(a, type, (i0 + r) * lda + p0), type, round_bf16,
-                                       len, block + r * KB);
-                pack_transposed<Arch>(MR, rows, len, block, KB, packed + p0 * MR);
+            for (int64_t p0 = 0; p0 < depth; p0 += KB) {
+                const int64_t len = depth - p0 < KB ? depth - p0 : KB;
+                for (int64_t x = 0; x < lanes; ++x)
+                    load_f32_row<Arch>(typed_at<Arch>(src, type, (x0 + x) * ld + p0), type, round_bf16,
+                                       len, block + x * KB);
+                pack_transposed<Arch>(W, lanes, len, block, KB, packed + p0 * W);
             }
         }
     }
 }
 
+// op(A)[i, p] is a[p*lda + i] when A is transposed (each p a contiguous run of rows), else
+// a[i*lda + p].
+template <class Arch>
+void gemm_pack_a_typed(attn_trans trans_a, int64_t mc, int64_t kc, const void *a,
+                       attn_dtype type, int64_t lda, bool round_bf16, float *packed) {
+    gemm_pack_panels_typed<Arch, gemm_blocking_for<Arch>().mr>(trans_a == ATTN_TRANS, kc, mc, a, type, lda,
+                                                              round_bf16, packed);
+}
+
+// op(B)[p, j] is b[p*ldb + j] when B is not transposed (NR-wide row pieces), else b[j*ldb + p].
 template <class Arch>
 void gemm_pack_b_typed(attn_trans trans_b, int64_t kc, int64_t nc, const void *b,
                        attn_dtype type, int64_t ldb, bool round_bf16, float *packed) {
-    constexpr int64_t NR = gemm_blocking_for<Arch>().nr, KB = gemm_typed_kb;
-    alignas(64) float block[NR * KB];
-    for (int64_t j0 = 0; j0 < nc; j0 += NR, packed += kc * NR) {
-        const int64_t cols = nc - j0 < NR ? nc - j0 : NR;
-        if (trans_b == ATTN_NO_TRANS) {
-            // op(B)[p, j] = b[p*ldb + j]: NR-wide row pieces.
-            for (int64_t p = 0; p < kc; ++p) {
-                float *dst = packed + p * NR;
-                load_f32_row<Arch>(typed_at<Arch>(b, type, p * ldb + j0), type, round_bf16, cols, dst);
-                for (int64_t j = cols; j < NR; ++j) dst[j] = 0.0f;
-            }
-        } else {
-            for (int64_t p0 = 0; p0 < kc; p0 += KB) {
-                const int64_t len = kc - p0 < KB ? kc - p0 : KB;
-                for (int64_t j = 0; j < cols; ++j)
-                    load_f32_row<Arch>(typed_at<Arch>(b, type, (j0 + j) * ldb + p0), type, round_bf16,
-                                       len, block + j * KB);
-                pack_transposed<Arch>(NR, cols, len, block, KB, packed + p0 * NR);
-            }
-        }
-    }
+    gemm_pack_panels_typed<Arch, gemm_blocking_for<Arch>().nr>(trans_b == ATTN_NO_TRANS, kc, nc, b, type, ldb,
+                                                              round_bf16, packed);
 }
 
 // Start bringing a C tile in (for writing) while its products are computed: C is touched
