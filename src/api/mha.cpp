@@ -23,10 +23,7 @@ void check_desc(checker &chk, const attn_mha_desc &d) {
     chk.at_least(d.heads_kv, 1, "desc->heads_kv");
     // attn_mha_desc_init leaves head_dim = 0 when heads does not divide d_model.
     chk.at_least(d.head_dim, 1, "desc->head_dim");
-    if (!chk.failed() && d.heads % d.heads_kv != 0)
-        chk.fail(ATTN_INVALID_ARGUMENT,
-                 "desc->heads = %lld, must be a multiple of desc->heads_kv = %lld",
-                 (long long)d.heads, (long long)d.heads_kv);
+    chk.multiple_of(d.heads, d.heads_kv, "desc->heads", "desc->heads_kv");
     chk.enum_value(enum_int(d.causal), ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT, "desc->causal",
                    "ATTN_CAUSAL_NONE (0), ATTN_CAUSAL_TOP_LEFT (1) or ATTN_CAUSAL_BOTTOM_RIGHT (2)");
     chk.probability(d.dropout_p, "desc->dropout_p");

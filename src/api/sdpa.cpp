@@ -148,10 +148,7 @@ void check_desc(checker &chk, const attn_sdpa_desc &d) {
     chk.at_least(d.len_kv, 1, "desc->len_kv");
     chk.at_least(d.dim_qk, 1, "desc->dim_qk");
     chk.at_least(d.dim_v, 1, "desc->dim_v");
-    if (!chk.failed() && d.heads_q % d.heads_kv != 0)
-        chk.fail(ATTN_INVALID_ARGUMENT,
-                 "desc->heads_q = %lld, must be a multiple of desc->heads_kv = %lld",
-                 (long long)d.heads_q, (long long)d.heads_kv);
+    chk.multiple_of(d.heads_q, d.heads_kv, "desc->heads_q", "desc->heads_kv");
     // A batch stride that the rows do not use (packed by q_start or kv_start) is ignored,
     // whatever its value.
     chk.layout_strides(used_strides(d.q, d.q_start), "desc->q");

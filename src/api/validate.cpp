@@ -69,6 +69,12 @@ void checker::at_least(int64_t value, int64_t min, const char *what) {
          (long long)min);
 }
 
+void checker::multiple_of(int64_t value, int64_t divisor, const char *what, const char *divisor_what) {
+    if (failed() || value % divisor == 0) return;
+    fail(ATTN_INVALID_ARGUMENT, "%s = %lld, must be a multiple of %s = %lld", what, (long long)value,
+         divisor_what, (long long)divisor);
+}
+
 void checker::not_null(const void *p, const char *what, const char *when) {
     if (failed() || p) return;
     if (when)

@@ -72,6 +72,8 @@ public:
 
     // value >= min.
     void at_least(int64_t value, int64_t min, const char *what);
+    // value % divisor == 0 (divisor >= 1, already checked); `what` and `divisor_what` name them.
+    void multiple_of(int64_t value, int64_t divisor, const char *what, const char *divisor_what);
     // p != NULL; `when` says why the data is needed ("m * k > 0"), or NULL if always.
     void not_null(const void *p, const char *what, const char *when = nullptr);
     // One of the enum's values lo..hi; `allowed` lists them for the message.
