@@ -109,6 +109,29 @@ struct attention_tile {
     float *row_sum;
 };
 
+// Places tile t (its rows already set) at query rows i0 .. i0 + t.rows of query head h of
+// batch b: the pair's visibility (window, causal limit, kv_len), the keys the forward visits
+// (from the first row's first visible key, rounded down to a multiple of bc, to the last row's
+// last: tiles left of the window and keys past the limit are skipped, not masked), and the
+// desc's score terms for that head and those rows (softcap, ALiBi slope, sink, mask rows).
+// The forward's drivers and the backward's recomputation of the forward place tiles alike.
+inline void place_tile_rows(attention_tile &t, const attn_sdpa_desc &d, const key_visibility &visibility,
+                            int64_t b, int64_t h, int64_t i0, int64_t bc) {
+    t.visibility = visibility;
+    const key_range first = visibility.row(i0);
+    const key_range last = visibility.row(i0 + t.rows - 1);
+    t.key_begin = first.lo / bc * bc;
+    t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
+    t.first_row = i0;
+    t.softcap = d.softcap;
+    t.alibi_slopes = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
+    t.sinks = d.sinks ? d.sinks + h : nullptr;
+    if (d.mask) {
+        t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head + i0 * d.mask_strides.seq;
+        t.mask_ld = d.mask_strides.seq;
+    }
+}
+
 // The fused backward (attention_backward.hpp): one key tile of one (batch, kv head) against the
 // query rows [row_begin, row_end) of one query head; query row i is row i of q, dout, dq and of
 // the per-row statistics (all relative to the head). With qs = scale Q and the scores of

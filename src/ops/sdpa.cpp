@@ -196,22 +196,7 @@ kernels::attention_tile forward_call::make_tile(int64_t seq, int64_t h, int64_t 
     t.len_kv = sp.keys;  // rows past kv_len are never read (nor their pages)
     t.v = rows_.v_rows(v_, b, hk);
     t.out_type = d_.out_type;
-    // Key tiles left of the first row's window, and keys past the last row's limit
-    // (window, causal, kv_len), are never visited: work skipped, not masked.
-    t.visibility = visibility_[size_t(seq)];
-    const kernels::key_range first = t.visibility.row(i0);
-    const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
-    t.key_begin = first.lo / bc * bc;
-    t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
-    t.first_row = i0;
-    t.softcap = d_.softcap;
-    t.alibi_slopes = d_.alibi_slopes ? d_.alibi_slopes + h : nullptr;
-    t.sinks = d_.sinks ? d_.sinks + h : nullptr;
-    if (d_.mask) {
-        t.mask = d_.mask + b * d_.mask_strides.batch + h * d_.mask_strides.head +
-                 i0 * d_.mask_strides.seq;
-        t.mask_ld = d_.mask_strides.seq;
-    }
+    kernels::place_tile_rows(t, d_, visibility_[size_t(seq)], b, h, i0, bc);
     t.scratch = scratch_ + s * slot_floats_;
     if (dropout_) {
         uint32_t *keys = row_keys_.data() + s * max_br_;

@@ -93,20 +93,7 @@ void recompute_statistics(const exec &ex, const kernels::kernel_table &kt, const
         t.len_kv = seqs.visible_keys(b);
         t.v = seqs.v_rows(v, b, hk);
         // the keys the forward visits for this tile, as ops::sdpa does
-        t.visibility = seqs.visibility(b);
-        const kernels::key_range first = t.visibility.row(i0);
-        const kernels::key_range last = t.visibility.row(i0 + t.rows - 1);
-        t.key_begin = first.lo / bc * bc;
-        t.key_end = last.hi > t.key_begin ? last.hi : t.key_begin;
-        t.first_row = i0;
-        t.softcap = d.softcap;
-        t.alibi_slopes = d.alibi_slopes ? d.alibi_slopes + h : nullptr;
-        t.sinks = d.sinks ? d.sinks + h : nullptr;
-        if (d.mask) {
-            t.mask = d.mask + b * d.mask_strides.batch + h * d.mask_strides.head +
-                     i0 * d.mask_strides.seq;
-            t.mask_ld = d.mask_strides.seq;
-        }
+        kernels::place_tile_rows(t, d, seqs.visibility(b), b, h, i0, bc);
         t.scratch = scratch.get() + s * tile_floats;
         t.out = out.data() + s * br * d.dim_v;
         t.out_ld = d.dim_v;
