@@ -128,16 +128,8 @@ struct problem {
     // dq, dk, dv, dsinks of one backward call (every element starts as NaN: a row left
     // unwritten shows).
     std::vector<std::vector<float>> backward(attn_context *ctx, bool with_lse) const {
-        std::vector<float> dq(q.size(), NAN), dk(k.size(), NAN), dv(v.size(), NAN),
-            dsinks(sinks.size(), NAN);
-        attn_sdpa_desc b = d;
-        if (!sinks.empty()) b.dsinks = dsinks.data();
-        EXPECT_EQ(attn_sdpa_backward_f32(ctx, &b, q.data(), k.data(), v.data(), out.data(),
-                                         dout.data(), with_lse ? lse.data() : nullptr, dq.data(),
-                                         dk.data(), dv.data()),
-                  ATTN_OK)
-            << attn_last_error();
-        return {dq, dk, dv, dsinks};
+        return attn_test::sdpa_backward_f32_grads(ctx, d, q, k, v, out, dout, with_lse ? lse.data() : nullptr,
+                                                  sinks.size());
     }
 };
 

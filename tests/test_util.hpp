@@ -315,4 +315,21 @@ inline testing::AssertionResult within_yardstick(const std::vector<float> &got,
     return within_yardstick(got.data(), got.size(), plain, exact, floor);
 }
 
+// dq, dk, dv and dsinks (n_sinks elements; none without sinks) of one attn_sdpa_backward_f32
+// call over d, every element starting as NaN so that one left unwritten shows; lse null: the
+// call recomputes the statistics.
+inline std::vector<std::vector<float>> sdpa_backward_f32_grads(
+    attn_context *ctx, const attn_sdpa_desc &d, const std::vector<float> &q, const std::vector<float> &k,
+    const std::vector<float> &v, const std::vector<float> &out, const std::vector<float> &dout,
+    const float *lse, size_t n_sinks) {
+    std::vector<float> dq(q.size(), NAN), dk(k.size(), NAN), dv(v.size(), NAN), dsinks(n_sinks, NAN);
+    attn_sdpa_desc b = d;
+    if (n_sinks) b.dsinks = dsinks.data();
+    EXPECT_EQ(attn_sdpa_backward_f32(ctx, &b, q.data(), k.data(), v.data(), out.data(), dout.data(), lse,
+                                     dq.data(), dk.data(), dv.data()),
+              ATTN_OK)
+        << attn_last_error();
+    return {dq, dk, dv, dsinks};
+}
+
 }  // namespace attn_test
