@@ -68,14 +68,20 @@ def _desc(q, k, v, layout, causal, scale, mask, kv_len, dropout_p, dropout_seed,
         keep.append(m)
         d.mask = _tensors.ptr(m)
         _set_layout(d.mask_strides, m)
-    if kv_len is not None:
-        kl = np.ascontiguousarray(kv_len, dtype=np.int32)
-        if kl.shape != (B,):
-            raise ValueError("kv_len must have shape [%d], got %s" % (B, kl.shape))
-        keep.append(kl)
-        d.kv_len = _tensors.ptr(kl)
+    _set_kv_len(d, keep, kv_len, B)
     d.dropout_p, d.dropout_seed = float(dropout_p), int(dropout_seed)
     return d, q, k, v, keep
+
+
+def _set_kv_len(d, keep, kv_len, B):
+    """d.kv_len from kv_len (None: every key of each batch), an int32 array of shape [B]."""
+    if kv_len is None:
+        return
+    kl = np.ascontiguousarray(kv_len, dtype=np.int32)
+    if kl.shape != (B,):
+        raise ValueError("kv_len must have shape [%d], got %s" % (B, kl.shape))
+    keep.append(kl)
+    d.kv_len = _tensors.ptr(kl)
 
 
 def _set_features(d, keep, window, softcap, alibi_slopes, sinks):
@@ -148,12 +154,7 @@ def _sdpa_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, kv_len, dro
     keep += [qs, ks]
     d.q_start = _tensors.ptr(qs)
     d.kv_start = _tensors.ptr(ks)
-    if kv_len is not None:
-        kl = np.ascontiguousarray(kv_len, dtype=np.int32)
-        if kl.shape != (B,):
-            raise ValueError("kv_len must have shape [%d], got %s" % (B, kl.shape))
-        keep.append(kl)
-        d.kv_len = _tensors.ptr(kl)
+    _set_kv_len(d, keep, kv_len, B)
     Hq = q4.shape[1]
     out = np.empty((int(qs[-1]), Hq, d.dim_v), np.float32)
     _set_layout(d.out, out[None].transpose(0, 2, 1, 3))
