@@ -4,7 +4,9 @@
 //   n in {32, 8} (8: grouped-query, each K and V row read once for 4 query heads),
 //   L in {1024, 4096}.
 // GB/s counts the K and V bytes as stored (2 per element for 16 bits), read once per call:
-// compare with machine/read_bw_decode (the same access pattern over 128 MiB) and across types
+// compare with machine/read_bw_decode (the same access pattern over 128 MiB), with of_read (the
+// fraction of the rate of reading the same bytes, alternated with the calls:
+// bench_paired_read.hpp) and across types
 // (16-bit KV decode against the f32-KV decode of the same shape, in one run). The K and V
 // span 4 to 128 MiB here: a ratio across types compares working sets of different sizes,
 // which may sit on either side of this machine's L3 (its size: machine/read_bw_*'s L3_MiB);
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "bench_paired_read.hpp"
 #include "ref/convert.hpp"
 
 namespace attn_bench {
@@ -55,9 +58,9 @@ void decode_attn(benchmark::State &state, decode_shape s, attn_isa isa, int thre
     d.heads_kv = s.heads_kv;
     d.k.batch = d.v.batch = s.heads_kv * s.len_kv * s.dim;
     d.kv_type = s.kv_type;
-    const double cpu_seconds = time_calls(state, [&] {
-        return attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data());
-    });
+    const auto call = [&] { return attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data()); };
+    const double cpu_seconds = time_calls(state, call);
+    paired_read(state, isa, threads, {{k.data(), int64_t(k.size())}, {v.data(), int64_t(v.size())}}, call);
     const double kv_bytes = 2.0 * double(attn_dtype_size(s.kv_type)) * double(kv_n);
     set_flops(state, 4.0 * double(s.heads * s.len_kv * s.dim));
     set_bytes(state, kv_bytes);

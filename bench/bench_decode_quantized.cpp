@@ -6,7 +6,9 @@
 //   I8_g32 (int8, a scale per 32 elements: llama.cpp's q8_0), I4_g32 and U4_g32 (4-bit, a scale
 //   per 32 elements; U4 with zero points), FP8_E4M3_row.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
-// call: compare with machine/read_bw_decode of the same run, and each cache with bf16.
+// call: compare with machine/read_bw_decode of the same run, and each cache with bf16; of_read
+// is the fraction of the rate of reading those same bytes, the reads alternated with the calls
+// (bench_paired_read.hpp).
 // Prefill over the same caches (bf16 queries, bf16 output, H8 L2048 D128, not causal) on the
 // level automatic dispatch picks, each against the bf16 cache of the same run; I8 also with an
 // f32 output (which keeps P in f32: the f32 tiles, unless ATTN_FPMATH_BF16):
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "bench_paired_read.hpp"
 #include "kernels/attention_args.hpp"
 #include "ops/sdpa_switch.hpp"
 #include "ref/convert.hpp"
@@ -84,6 +87,16 @@ struct cache_data {
     double bytes(const quantized_cache &c) const {
         return 2.0 * (double(k.size()) + double(scale.size()) * sizeof(float) * (c.zeros ? 2.0 : 1.0));
     }
+    // the same bytes as spans (K's and V's scales are one array here, read once for each)
+    std::vector<byte_span> spans(const quantized_cache &c) const {
+        std::vector<byte_span> out{{k.data(), int64_t(k.size())}, {v.data(), int64_t(v.size())}};
+        const int64_t scale_bytes = int64_t(scale.size() * sizeof(float));
+        for (int i = 0; i < 2; ++i) {
+            out.push_back({scale.data(), scale_bytes});
+            if (c.zeros) out.push_back({zero.data(), scale_bytes});
+        }
+        return out;
+    }
 };
 
 void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_kv, int64_t len_kv,
@@ -95,9 +108,9 @@ void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_
     attn_sdpa_desc_init(&d, 1, heads, 1, len_kv, dim);
     const cache_data cache(c, heads_kv, len_kv, dim, d);
     std::vector<float> out(q.size());
-    const double cpu_seconds = time_calls(state, [&] {
-        return attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data());
-    });
+    const auto call = [&] { return attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data()); };
+    const double cpu_seconds = time_calls(state, call);
+    paired_read(state, isa, threads, cache.spans(c), call);
     const double kv_bytes = cache.bytes(c);
     set_flops(state, 4.0 * double(heads * len_kv * dim));
     set_bytes(state, kv_bytes);

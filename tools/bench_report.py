@@ -78,6 +78,9 @@ class Result:
         self.gflops = float(entry["GFLOP/s"]) if "GFLOP/s" in entry else None
         self.gbps = float(entry["GB/s"]) if "GB/s" in entry else None
         self.rates = {k: float(v) for k, v in entry.items() if k.endswith("/s") or "/s_" in k}
+        # decoding: the fraction of the rate of reading its own bytes, alternated with the
+        # calls (bench/bench_paired_read.hpp)
+        self.of_read = float(entry["of_read"]) if "of_read" in entry else None
         self.error = entry.get("error_occurred", False)
 
     def better_than(self, other):
@@ -323,10 +326,11 @@ def peer_losses(run):
 def decode_rows(run):
     """Decoding per KV cache type (DECODE_PER_TYPE): time, bytes read (values and scales), GB/s,
     its fraction of the read bandwidth measured in the same run at 128 MiB
-    (machine/read_bw_decode, same ISA and threads), and the speed over the bf16 cache's of the
+    (machine/read_bw_decode, same ISA and threads), the fraction of the rate of reading the
+    same bytes alternated with the calls (of_read), and the speed over the bf16 cache's of the
     same shape."""
     header = ["KV cache", "shape", "isa", "threads", "ms", "MiB read", "GB/s",
-              "read_bw_decode GB/s", "of read bw", "speed vs bf16"]
+              "read_bw_decode GB/s", "of read bw", "of paired read", "speed vs bf16"]
     rows = []
 
     def heads_and_keys(shape):
@@ -345,6 +349,7 @@ def decode_rows(run):
                          fmt_ms(r), f"{r.gbps * 1e9 * r.seconds / 2 ** 20:.0f}", f"{r.gbps:.1f}",
                          f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a",
                          f"{r.gbps / bw.gbps:.2f}" if bw and bw.gbps else "n/a",
+                         f"{r.of_read:.2f}" if r.of_read else "n/a",
                          fmt_ratio(r, bf16) if bf16 else "n/a"])
     return header, rows
 
@@ -522,7 +527,10 @@ def write_performance_md(run, md_path, charts, bench_cmd, source=None):
         lines += ["## Decoding per KV cache type", "",
                   "One decoding step per KV cache type; `MiB read` counts the stored values "
                   "and their scales, `of read bw` divides the GB/s by "
-                  "`machine/read_bw_decode` (a 128 MiB array summed, same ISA and threads).", "",
+                  "`machine/read_bw_decode` (a 128 MiB array summed, same ISA and threads); "
+                  "`of paired read` is the call's speed over that of reading its own bytes, "
+                  "the two alternated within the benchmark (the steadier of the two on a "
+                  "shared machine).", "",
                   markdown_table(header, rows), ""]
     header, rows = peak_rows(run)
     if rows:

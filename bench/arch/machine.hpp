@@ -12,6 +12,9 @@ struct machine_kernels {
     int chains;                                 // independent FMA chains fma_chains runs
     float (*fma_chains)(int64_t reps);          // reps * chains * 2 * lanes flops
     float (*sum_floats)(const float *x, int64_t count);  // x 64-byte aligned
+    // Every byte of [p, p + bytes) read once, in whole vectors where it can (any alignment);
+    // returns a value depending on all of them (their XOR folded to 32 bits).
+    uint32_t (*read_bytes)(const void *p, int64_t bytes);
     // y = exp(x) over count floats (a multiple of lanes): the library's exp and xsimd's.
     void (*exp_attn)(const float *x, float *y, int64_t count);
     void (*exp_xsimd)(const float *x, float *y, int64_t count);

@@ -60,6 +60,34 @@ float sum_floats(const float *x, int64_t count) {
     return xsimd::hadd((s0 + s1) + (s2 + s3));
 }
 
+// The XOR of the 32-bit words of [p, p + bytes) with four vector accumulators (any bytes,
+// any alignment: the bytes before the first 64-byte boundary and after the last one one at a
+// time), folded to 32 bits: reads each byte once as the decode kernels read a cache's rows.
+template <class Arch>
+uint32_t read_bytes(const void *p, int64_t bytes) {
+    using ubatch = xsimd::batch<uint32_t, Arch>;
+    constexpr int64_t W = ubatch::size;
+    const auto *b = static_cast<const unsigned char *>(p);
+    uint32_t edge = 0;
+    int64_t i = 0;
+    for (; i < bytes && reinterpret_cast<uintptr_t>(b + i) % 64 != 0; ++i) edge ^= b[i];
+    const auto *x = reinterpret_cast<const uint32_t *>(b + i);
+    const int64_t words = (bytes - i) / 4, block = 4 * W;
+    ubatch s0(0u), s1(0u), s2(0u), s3(0u);
+    int64_t w = 0;
+    for (; w + block <= words; w += block) {
+        s0 ^= ubatch::load_aligned(x + w);
+        s1 ^= ubatch::load_aligned(x + w + W);
+        s2 ^= ubatch::load_aligned(x + w + 2 * W);
+        s3 ^= ubatch::load_aligned(x + w + 3 * W);
+    }
+    alignas(64) uint32_t lanes[W];
+    ((s0 ^ s1) ^ (s2 ^ s3)).store_aligned(lanes);
+    for (int64_t l = 0; l < W; ++l) edge ^= lanes[l];
+    for (i += w * 4; i < bytes; ++i) edge ^= b[i];
+    return edge;
+}
+
 // y = exp(x), count a multiple of the lanes; Library true: attn's exp, false: xsimd::exp.
 template <class Arch, bool Library>
 void exp_floats(const float *x, float *y, int64_t count) {
@@ -76,6 +104,7 @@ machine_kernels make_machine_kernels() {
             fma_chain_count<Arch>,
             &fma_chains<Arch>,
             &sum_floats<Arch>,
+            &read_bytes<Arch>,
             &exp_floats<Arch, true>,
             &exp_floats<Arch, false>,
             nullptr,

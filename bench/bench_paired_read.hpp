@@ -1,0 +1,118 @@
+// A decoding call against merely reading the bytes it reads, alternated in one benchmark: the
+// steadier yardstick for "what fraction of the read bandwidth does decoding reach" on a shared
+// machine, where machine/read_bw_decode, measured seconds or minutes apart from the call, read
+// 20.8 to 36.9 GB/s (avx512, 1 thread) in runs within 20 minutes on one Zen 5 host; and for
+// caches that fit in the last-level cache, reading them runs 2-3x faster than that 128 MiB
+// array from memory (H32 over 8 KV heads, 4096 keys, bf16: 16 MiB read at ~75 GB/s there),
+// which a fraction of machine/read_bw_decode hides.
+//
+// After a benchmark's timed loop, paired_read times `pairs` pairs of (one call, one read of
+// the same spans of bytes by the same number of threads, each thread a contiguous share of
+// each span), the order within a pair alternating, and reports:
+//   read_GB/s  the bytes over the median time of the reads (the same bytes, in the same cache
+//              state as the call finds them: both follow the other's pass over them);
+//   of_read    the median over the pairs of read time / call time: the fraction of the rate of
+//              reading its own bytes that the call reaches (1 = as fast as reading them).
+// The pairs are not part of the benchmark's own time. The read is a vector XOR of every
+// 64-byte line (machine_kernels::read_bytes) at the call's ISA, with hardware prefetch only.
+#pragma once
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "arch/machine.hpp"
+#include "bench_common.hpp"
+
+namespace attn_bench {
+
+struct byte_span {
+    const void *p;
+    int64_t bytes;
+};
+
+namespace paired_read_detail {
+
+// Reads share t of `threads` of every span (cut at 64-byte multiples).
+inline uint32_t read_share(const machine_kernels &k, const std::vector<byte_span> &spans, int t,
+                           int threads) {
+    uint32_t x = 0;
+    for (const byte_span &s : spans) {
+        const int64_t lines = (s.bytes + 63) / 64, lo = lines * t / threads * 64,
+                      hi = std::min(s.bytes, lines * (t + 1) / threads * 64);
+        if (hi > lo) x ^= k.read_bytes(static_cast<const unsigned char *>(s.p) + lo, hi - lo);
+    }
+    return x;
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+inline double median(std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    const size_t n = x.size();
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+}  // namespace paired_read_detail
+
+// call() returns the attn_status of one call (time_calls' kind). Nothing is reported where
+// the ISA has no machine kernels (scalar) or a call fails (the timed loop has said why).
+template <class Call>
+void paired_read(benchmark::State &state, attn_isa isa, int threads,
+                 const std::vector<byte_span> &spans, Call &&call) {
+    using namespace paired_read_detail;
+    const machine_kernels *k = machine_kernels_for(isa);
+    if (k == nullptr || state.error_occurred()) return;
+    int64_t bytes = 0;
+    for (const byte_span &s : spans) bytes += s.bytes;
+    tbb::task_arena arena(threads);
+    volatile uint32_t sink = 0;
+    const auto read = [&] {
+        if (threads == 1) {
+            sink = sink ^ read_share(*k, spans, 0, 1);
+            return;
+        }
+        arena.execute([&] {
+            tbb::parallel_for(
+                tbb::blocked_range<int>(0, threads, 1),
+                [&](const tbb::blocked_range<int> &r) {
+                    for (int t = r.begin(); t < r.end(); ++t) sink = sink ^ read_share(*k, spans, t, threads);
+                },
+                tbb::static_partitioner());
+        });
+    };
+    read();  // the arena's threads started, outside the pairs
+    // about 0.1 s of pairs, at least 7 and at most 101, an odd count
+    auto t0 = std::chrono::steady_clock::now();
+    if (call() != ATTN_OK) return;
+    const double first = seconds_since(t0);
+    const int pairs = int(std::clamp(0.1 / std::max(first, 1e-6), 7.0, 101.0)) | 1;
+    std::vector<double> read_s, ratio;
+    for (int i = 0; i < pairs; ++i) {
+        double call_s = 0.0, one_read = 0.0;
+        for (int side = 0; side < 2; ++side) {
+            t0 = std::chrono::steady_clock::now();
+            if ((side + i) % 2 == 0) {
+                if (call() != ATTN_OK) return;
+                call_s = seconds_since(t0);
+            } else {
+                read();
+                one_read = seconds_since(t0);
+            }
+        }
+        read_s.push_back(one_read);
+        ratio.push_back(one_read / call_s);
+    }
+    state.counters["read_GB/s"] = double(bytes) / median(read_s) / 1e9;
+    state.counters["of_read"] = median(ratio);
+}
+
+}  // namespace attn_bench
