@@ -11,7 +11,9 @@
 // a scale per group for one row (scale_once_per_group). On AVX-512, 4-bit codes are read
 // through 16-entry tables (each group's scale and zero point in its table) and E4M3 codes through
 // f16 with 2^8 folded into the scale (decode_widen.hpp; V rows whose scale times 2^9 would
-// overflow are read exactly instead). K and V rows ahead are prefetched (decode_rows.hpp): K's
+// overflow are read exactly instead), and bf16 rows shared by several rows as their even and
+// odd elements (a shift and a mask for 32 elements, no shuffle), q and the sums of P V in that
+// order too. K and V rows ahead are prefetched (decode_rows.hpp): K's
 // in the score pass, dense V rows' inside the P V loop.
 #pragma once
 
@@ -53,8 +55,10 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     // q reordered in pairs (l.nibbles) or times the channels' scales (l.channels), rows dim apart
     alignas(64) float qp[RP * max_pair_dim], zero[max_pair_dim];
     const float *qc[RP];
-    if constexpr (decode_widen::available<Arch> && E::bits == 4)
-        if (l.nibbles)
+    // bf16 rows in pairs where several rows share each key (one row reads key by key)
+    const bool bf16_pairs = l.bf16_pairs && RP > 1;
+    if constexpr (decode_widen::available<Arch> && (E::bits == 4 || E::type == ATTN_DTYPE_BF16))
+        if (l.nibbles || bf16_pairs)
             for (int r = 0; r < RP; ++r) decode_widen::deinterleave_pairs<Arch>(q[r], dim, qp + r * dim);
     if (l.channels) {  // every key has the scales (and zero points) of key 0
         const float *sc = t.k.scale_row(0), *ze = t.k.zero_row(0);
@@ -87,6 +91,8 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         if (l.nibbles) {
             if (!(RP == 1 && nibble_key_major<Arch, E, KEYS>(l, qv, qp, key, group, acc)))
                 nibble_dots<Arch, E, RP, KEYS>(l, qp, key, dim, group, acc);
+        } else if (bf16_pairs) {
+            bf16_pair_dots<Arch, E, RP, KEYS>(qp, key, dim, acc);
         }
         else if (!(qv == 8 && key_major_dots<Arch, E, KEYS, 8>(l, qk[0], key, group, zero, acc, nan_seen)) &&
                  !(qv == 4 && key_major_dots<Arch, E, KEYS, 4>(l, qk[0], key, group, zero, acc, nan_seen)))
@@ -136,11 +142,11 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 // as 2^-8 of its values, 2^8 in P too), per group (into P: scale_once_per_group; once for the
 // two vectors of a group of 2 W elements), by the row reader (any other layout), or by 4-bit
 // tables (spans of 32 in pairs, decode_widen).
-enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_group, pv_by_group_zeros, pv_by_reader, pv_nibbles };
+enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_group, pv_by_group_zeros, pv_by_reader, pv_nibbles, pv_bf16_pairs };
 
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
 // group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
-// of the span of vectors v0 + 2 m, v0 + 2 m + 1. (E4M3: a NaN code reads as a finite value here;
+// of the span of vectors v0 + 2 m, v0 + 2 m + 1, and likewise with pv_bf16_pairs. (E4M3: a NaN code reads as a finite value here;
 // the codes read go into nan_top (decode_widen::e4m3_low7_top), and e4m3_nan_columns makes the
 // columns holding one NaN after the sub-block.)
 template <class Arch, class E, int R, int N, pv_scaling S, int NV, nibble_tables T = tables_plain>
@@ -220,6 +226,15 @@ pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, 
                 }
             }
             continue;
+        } else if constexpr (S == pv_bf16_pairs) {  // each span's even and odd elements (decode_widen)
+            if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_BF16) {
+#pragma GCC unroll 8
+                for (int m = 0; m < N / 2; ++m) {
+                    const __m512i words = decode_widen::bf16_span<Arch>(vc.p, (v0 + 2 * m) * W);
+                    x[2 * m] = decode_widen::bf16_even<Arch>(words);
+                    x[2 * m + 1] = decode_widen::bf16_odd<Arch>(words);
+                }
+            }
         } else {
 #pragma GCC unroll 16
             for (int i = 0; i < N; ++i) x[i] = vc.vec((v0 + i) * W);
@@ -274,11 +289,12 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     // P times the rows' scales (64 apart) where the scale is one a row, else P
     constexpr bool scaled_p = S == pv_folded || S == pv_e4m3 || (S == pv_nibbles && T == tables_plain);
     fbatch acc[R][NV];
-    o_registers<Arch, R, NV>(true, S == pv_nibbles, o, ldo, v0, acc);
+    constexpr bool pairs = S == pv_nibbles || S == pv_bf16_pairs;  // sums in the pairs' order
+    o_registers<Arch, R, NV>(true, pairs, o, ldo, v0, acc);
     int64_t gi[NV];  // the group of each vector (by_group)
     for (int i = 0; i < NV; ++i) gi[i] = l.by_group && !l.fold ? (v0 + i) * W / group : 0;
     pv_keys<Arch, E, R, NV, S, NV, T>(val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi, acc, ahead, nan_top);
-    o_registers<Arch, R, NV>(false, S == pv_nibbles, o, ldo, v0, acc);
+    o_registers<Arch, R, NV>(false, pairs, o, ldo, v0, acc);
 }
 
 // How a sub-block's V vectors meet their scales (pv_scaling, and the 4-bit tables' kind).
@@ -290,7 +306,7 @@ template <class Arch, class E, int R>
 pv_choice pv_choice_of(const quant_layout &l, int64_t group) {
     constexpr int W = int(xsimd::batch<float, Arch>::size);
     static_assert(attention_blocking<Arch>::nv % 2 == 0, "pv_pair_scaled takes vectors in pairs");
-    if (!E::quantized) return {pv_by_reader, tables_plain};
+    if (!E::quantized) return {l.bf16_pairs && R > 1 ? pv_bf16_pairs : pv_by_reader, tables_plain};
     if (l.nibbles) return {pv_nibbles, nibble_tables_of(l)};
     if (l.e4m3) return {pv_e4m3, tables_plain};
     if (l.fold) return {pv_folded, tables_plain};
@@ -417,7 +433,10 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         };
         using plain = std::integral_constant<nibble_tables, tables_plain>;
         if constexpr (!E::quantized) {
-            sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
+            if (how.s == pv_bf16_pairs)
+                sub_block(std::integral_constant<pv_scaling, pv_bf16_pairs>{}, plain{});
+            else
+                sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{});
         } else {
             switch (how.s) {
             case pv_nibbles:
@@ -443,6 +462,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
             case pv_group_scaled: sub_block(std::integral_constant<pv_scaling, pv_group_scaled>{}, plain{}); break;
             case pv_by_group: sub_block(std::integral_constant<pv_scaling, pv_by_group>{}, plain{}); break;
             case pv_by_group_zeros: sub_block(std::integral_constant<pv_scaling, pv_by_group_zeros>{}, plain{}); break;
+            case pv_bf16_pairs:  // (bf16 caches only)
             case pv_by_reader: sub_block(std::integral_constant<pv_scaling, pv_by_reader>{}, plain{}); break;
             }
         }

@@ -44,6 +44,7 @@ struct quant_layout {
     bool nibbles;   // 4-bit in groups of whole 32-element spans on AVX-512: tables (decode_widen)
     bool e4m3;      // E4M3 folded on AVX-512: codes read as 2^-8 of their values, 2^8 in the scale
     bool channels;  // scales per channel (within a vector), the same for every key: folded into q
+    bool bf16_pairs;  // bf16 rows in spans of 32 on AVX-512: even and odd elements by shift and mask
 };
 
 // One row, a scale per group, no zero points: the scale meets the group's dot product (K) or
@@ -68,6 +69,10 @@ quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
                     dim <= max_pair_dim;
         l.e4m3 = decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3 && l.fold;
         l.channels = !l.by_group && x.scales_shared() && dim <= max_pair_dim;
+    } else {
+        (void)x;
+        l.bf16_pairs = decode_widen::available<Arch> && E::type == ATTN_DTYPE_BF16 && dim % span == 0 &&
+                       dim <= max_pair_dim;
     }
     return l;
 }
@@ -277,6 +282,36 @@ nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *k
                         __m512 a = _mm512_fmadd_ps(qe[r], xe, acc[r * KEYS + k]);
                         acc[r * KEYS + k] = _mm512_fmadd_ps(qo[r], xo, a);
                     }
+                }
+            }
+        }
+    }
+}
+
+// The same for bf16 rows read in spans of 32 (l.bf16_pairs), q's rows reordered in pairs at qp
+// (dim apart): a span's 16 words hold its even elements in their low halves and its odd ones
+// in their high halves, so a shift and a mask make the two vectors (decode_widen::bf16_even,
+// bf16_odd), where widening 16 elements in order takes a VPMOVZXWD and a shift.
+template <class Arch, class E, int RP, int KEYS>
+__attribute__((always_inline)) inline void
+bf16_pair_dots(const float *qp, const row_reader<Arch, E> *key, int64_t dim, xsimd::batch<float, Arch> *acc) {
+    if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_BF16) {
+        using namespace decode_widen;
+        for (int64_t d = 0; d < dim; d += 32) {
+            __m512 qe[RP], qo[RP];
+#pragma GCC unroll 4
+            for (int r = 0; r < RP; ++r) {
+                qe[r] = _mm512_load_ps(qp + r * dim + d);
+                qo[r] = _mm512_load_ps(qp + r * dim + d + 16);
+            }
+#pragma GCC unroll 16
+            for (int k = 0; k < KEYS; ++k) {
+                const __m512i words = bf16_span<Arch>(key[k].p, d);
+                const __m512 xe = bf16_even<Arch>(words), xo = bf16_odd<Arch>(words);
+#pragma GCC unroll 4
+                for (int r = 0; r < RP; ++r) {
+                    __m512 a = _mm512_fmadd_ps(qe[r], xe, acc[r * KEYS + k]);
+                    acc[r * KEYS + k] = _mm512_fmadd_ps(qo[r], xo, a);
                 }
             }
         }
