@@ -254,6 +254,30 @@ key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> 
     return false;
 }
 
+// acc[r * KEYS + k] += the span of 32 elements from d of q_r times key k's, in pairs: q's rows
+// reordered at qp (dim apart, decode_widen::deinterleave_pairs), span(k, xe, xo) giving key
+// k's even and odd elements there; the even products first, then the odd ones.
+template <class Arch, int RP, int KEYS, class Span>
+__attribute__((always_inline)) inline void span_pair_dots(const float *qp, int64_t dim, int64_t d,
+                                                          xsimd::batch<float, Arch> *acc, Span &&span) {
+    __m512 qe[RP], qo[RP];
+#pragma GCC unroll 4
+    for (int r = 0; r < RP; ++r) {
+        qe[r] = _mm512_load_ps(qp + r * dim + d);
+        qo[r] = _mm512_load_ps(qp + r * dim + d + 16);
+    }
+#pragma GCC unroll 16
+    for (int k = 0; k < KEYS; ++k) {
+        __m512 xe, xo;
+        span(k, xe, xo);
+#pragma GCC unroll 4
+        for (int r = 0; r < RP; ++r) {
+            __m512 a = _mm512_fmadd_ps(qe[r], xe, acc[r * KEYS + k]);
+            acc[r * KEYS + k] = _mm512_fmadd_ps(qo[r], xo, a);
+        }
+    }
+}
+
 // The same for 4-bit codes by tables (l.nibbles), q's rows reordered in pairs at qp (dim apart).
 template <class Arch, class E, int RP, int KEYS>
 __attribute__((always_inline)) inline void
@@ -266,24 +290,12 @@ nibble_dots(const quant_layout &l, const float *qp, const row_reader<Arch, E> *k
             __m512 table[KEYS];
             for (int k = 0; k < KEYS; ++k)
                 table[k] = group_table<Arch>(values, !l.fold, key[k].sc, l.zeros ? key[k].ze : nullptr, gi);
-            for (int64_t d = g0; d < g0 + group; d += 32) {
-                __m512 qe[RP], qo[RP];
-#pragma GCC unroll 4
-                for (int r = 0; r < RP; ++r) {
-                    qe[r] = _mm512_load_ps(qp + r * dim + d);
-                    qo[r] = _mm512_load_ps(qp + r * dim + d + 16);
-                }
-#pragma GCC unroll 16
-                for (int k = 0; k < KEYS; ++k) {
+            for (int64_t d = g0; d < g0 + group; d += 32)
+                span_pair_dots<Arch, RP, KEYS>(qp, dim, d, acc, [&](int k, __m512 &xe, __m512 &xo) __attribute__((always_inline)) {
                     const __m512i pairs = nibble_pairs<Arch>(key[k].p, d);
-                    const __m512 xe = even_values<Arch>(pairs, table[k]), xo = odd_values<Arch>(pairs, table[k]);
-#pragma GCC unroll 4
-                    for (int r = 0; r < RP; ++r) {
-                        __m512 a = _mm512_fmadd_ps(qe[r], xe, acc[r * KEYS + k]);
-                        acc[r * KEYS + k] = _mm512_fmadd_ps(qo[r], xo, a);
-                    }
-                }
-            }
+                    xe = even_values<Arch>(pairs, table[k]);
+                    xo = odd_values<Arch>(pairs, table[k]);
+                });
         }
     }
 }
@@ -297,24 +309,12 @@ __attribute__((always_inline)) inline void
 bf16_pair_dots(const float *qp, const row_reader<Arch, E> *key, int64_t dim, xsimd::batch<float, Arch> *acc) {
     if constexpr (decode_widen::available<Arch> && E::type == ATTN_DTYPE_BF16) {
         using namespace decode_widen;
-        for (int64_t d = 0; d < dim; d += 32) {
-            __m512 qe[RP], qo[RP];
-#pragma GCC unroll 4
-            for (int r = 0; r < RP; ++r) {
-                qe[r] = _mm512_load_ps(qp + r * dim + d);
-                qo[r] = _mm512_load_ps(qp + r * dim + d + 16);
-            }
-#pragma GCC unroll 16
-            for (int k = 0; k < KEYS; ++k) {
+        for (int64_t d = 0; d < dim; d += 32)
+            span_pair_dots<Arch, RP, KEYS>(qp, dim, d, acc, [&](int k, __m512 &xe, __m512 &xo) __attribute__((always_inline)) {
                 const __m512i words = bf16_span<Arch>(key[k].p, d);
-                const __m512 xe = bf16_even<Arch>(words), xo = bf16_odd<Arch>(words);
-#pragma GCC unroll 4
-                for (int r = 0; r < RP; ++r) {
-                    __m512 a = _mm512_fmadd_ps(qe[r], xe, acc[r * KEYS + k]);
-                    acc[r * KEYS + k] = _mm512_fmadd_ps(qo[r], xo, a);
-                }
-            }
-        }
+                xe = bf16_even<Arch>(words);
+                xo = bf16_odd<Arch>(words);
+            });
     }
 }
 
