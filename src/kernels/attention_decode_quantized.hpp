@@ -55,7 +55,8 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     // q reordered in pairs (l.nibbles) or times the channels' scales (l.channels), rows dim apart
     alignas(64) float qp[RP * max_pair_dim], zero[max_pair_dim];
     const float *qc[RP];
-    // bf16 rows in pairs where several rows share each key (one row reads key by key)
+    // bf16 rows in pairs where several rows share each key (one row reads key by key; in pairs
+    // there too, it took the same 8.6-9.1 ns a KV row, H32 over 32 KV heads, Lk512, 1 thread)
     const bool bf16_pairs = l.bf16_pairs && RP > 1;
     if constexpr (decode_widen::available<Arch> && (E::bits == 4 || E::type == ATTN_DTYPE_BF16))
         if (l.nibbles || bf16_pairs)
