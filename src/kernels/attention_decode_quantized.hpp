@@ -52,7 +52,8 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     const float *q[RP];
     for (int r = 0; r < RP; ++r) q[r] = qs + (r < R ? r : 0) * dim;
     const quant_layout l = layout_of<Arch, E>(t.k, dim, 32);
-    // q reordered in pairs (l.nibbles) or times the channels' scales (l.channels), rows dim apart
+    // q reordered in pairs (l.nibbles, bf16 pairs) or times the channels' scales (l.channels),
+    // rows dim apart
     alignas(64) float qp[RP * max_pair_dim], zero[max_pair_dim];
     const float *qc[RP];
     // bf16 rows in pairs where several rows share each key (one row reads key by key; in pairs
@@ -142,14 +143,16 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 // How a V vector meets its scale: folded into P (one scale per row, no zero point; E4M3 read
 // as 2^-8 of its values, 2^8 in P too), per group (into P: scale_once_per_group; once for the
 // two vectors of a group of 2 W elements), by the row reader (any other layout), or by 4-bit
-// tables (spans of 32 in pairs, decode_widen).
+// tables (spans of 32 in pairs, decode_widen); bf16 rows with several rows a key in pairs
+// too (pv_bf16_pairs, no scale).
 enum pv_scaling { pv_folded, pv_e4m3, pv_group_scaled, pv_pair_scaled, pv_by_group, pv_by_group_zeros, pv_by_reader, pv_nibbles, pv_bf16_pairs };
 
 // acc[r][i] += p[r * ldp + c] v_c[vector v0 + i] for the keys c < n (V rows val[c], vector
 // group gi[i]) and i < N; with pv_nibbles, acc[r][2 m] and [2 m + 1] the even and odd elements
-// of the span of vectors v0 + 2 m, v0 + 2 m + 1, and likewise with pv_bf16_pairs. (E4M3: a NaN code reads as a finite value here;
-// the codes read go into nan_top (decode_widen::e4m3_low7_top), and e4m3_nan_columns makes the
-// columns holding one NaN after the sub-block.)
+// of the span of vectors v0 + 2 m, v0 + 2 m + 1, and likewise with pv_bf16_pairs. (E4M3: a
+// NaN code reads as a finite value here; the codes read go into nan_top
+// (decode_widen::e4m3_low7_top), and e4m3_nan_columns makes the columns holding one NaN after
+// the sub-block.)
 template <class Arch, class E, int R, int N, pv_scaling S, int NV, nibble_tables T = tables_plain>
 __attribute__((always_inline)) inline void
 pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, int64_t v0,
