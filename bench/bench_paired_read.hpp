@@ -1,14 +1,14 @@
 // A decoding call against merely reading the bytes it reads, alternated in one benchmark: the
 // steadier yardstick for "what fraction of the read bandwidth does decoding reach" on a shared
 // machine, where machine/read_bw_decode, measured seconds or minutes apart from the call, read
-// 20.8 to 36.9 GB/s (avx512, 1 thread) in runs within 20 minutes on one Zen 5 host; and for
+// 20.8 to 38.6 GB/s (avx512, 1 thread) in runs within an hour on one Zen 5 host; and for
 // caches that fit in the last-level cache, reading them runs 2-3x faster than that 128 MiB
 // array from memory (H32 over 8 KV heads, 4096 keys, bf16: 16 MiB read at ~75 GB/s there),
 // which a fraction of machine/read_bw_decode hides.
 //
 // After a benchmark's timed loop, paired_read times `pairs` pairs of (one call, one read of
 // the same spans of bytes by the same number of threads, each thread a contiguous share of
-// each span), the order within a pair alternating, and reports:
+// each span, started together: timed_read), the order within a pair alternating, and reports:
 //   read_GB/s  the bytes over the median time of the reads (the same bytes, in the same cache
 //              state as the call finds them: both follow the other's pass over them);
 //   of_read    the median over the pairs of read time / call time: the fraction of the rate of
@@ -17,14 +17,11 @@
 // 64-byte line (machine_kernels::read_bytes) at the call's ISA, with hardware prefetch only.
 #pragma once
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-#include <tbb/task_arena.h>
-
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "arch/machine.hpp"
@@ -55,6 +52,40 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Seconds for `threads` threads (the caller reads share 0) to read their shares, from when all
+// have started (created and waiting on a flag) to when the last is done: thread creation and
+// joining are outside the time. (A TBB arena's parallel_for was not: right after a 2-thread
+// call its second thread joined in none of 50 reads, so every read ran on one thread.)
+inline double timed_read(const machine_kernels &k, const std::vector<byte_span> &spans, int threads,
+                         std::atomic<uint32_t> &sink) {
+    if (threads == 1) {
+        const auto t0 = std::chrono::steady_clock::now();
+        sink ^= read_share(k, spans, 0, 1);
+        return seconds_since(t0);
+    }
+    std::atomic<int> ready{0}, done{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> others;
+    for (int t = 1; t < threads; ++t)
+        others.emplace_back([&, t] {
+            ready.fetch_add(1);
+            while (!go.load(std::memory_order_acquire)) {
+            }
+            sink ^= read_share(k, spans, t, threads);
+            done.fetch_add(1, std::memory_order_release);
+        });
+    while (ready.load() < threads - 1) {
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    go.store(true, std::memory_order_release);
+    sink ^= read_share(k, spans, 0, threads);
+    while (done.load(std::memory_order_acquire) < threads - 1) {
+    }
+    const double seconds = seconds_since(t0);
+    for (std::thread &th : others) th.join();
+    return seconds;
+}
+
 inline double median(std::vector<double> x) {
     std::sort(x.begin(), x.end());
     const size_t n = x.size();
@@ -73,23 +104,7 @@ void paired_read(benchmark::State &state, attn_isa isa, int threads,
     if (k == nullptr || state.error_occurred()) return;
     int64_t bytes = 0;
     for (const byte_span &s : spans) bytes += s.bytes;
-    tbb::task_arena arena(threads);
-    volatile uint32_t sink = 0;
-    const auto read = [&] {
-        if (threads == 1) {
-            sink = sink ^ read_share(*k, spans, 0, 1);
-            return;
-        }
-        arena.execute([&] {
-            tbb::parallel_for(
-                tbb::blocked_range<int>(0, threads, 1),
-                [&](const tbb::blocked_range<int> &r) {
-                    for (int t = r.begin(); t < r.end(); ++t) sink = sink ^ read_share(*k, spans, t, threads);
-                },
-                tbb::static_partitioner());
-        });
-    };
-    read();  // the arena's threads started, outside the pairs
+    std::atomic<uint32_t> sink{0};
     // about 0.1 s of pairs, at least 7 and at most 101, an odd count
     auto t0 = std::chrono::steady_clock::now();
     if (call() != ATTN_OK) return;
@@ -99,13 +114,12 @@ void paired_read(benchmark::State &state, attn_isa isa, int threads,
     for (int i = 0; i < pairs; ++i) {
         double call_s = 0.0, one_read = 0.0;
         for (int side = 0; side < 2; ++side) {
-            t0 = std::chrono::steady_clock::now();
             if ((side + i) % 2 == 0) {
+                t0 = std::chrono::steady_clock::now();
                 if (call() != ATTN_OK) return;
                 call_s = seconds_since(t0);
             } else {
-                read();
-                one_read = seconds_since(t0);
+                one_read = timed_read(*k, spans, threads, sink);
             }
         }
         read_s.push_back(one_read);
