@@ -60,8 +60,9 @@ void decode_attn(benchmark::State &state, decode_shape s, attn_isa isa, int thre
     d.kv_type = s.kv_type;
     const auto call = [&] { return attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data()); };
     const double cpu_seconds = time_calls(state, call);
-    paired_read(state, isa, threads, {{k.data(), int64_t(k.size())}, {v.data(), int64_t(v.size())}}, call);
-    const double kv_bytes = 2.0 * double(attn_dtype_size(s.kv_type)) * double(kv_n);
+    const std::vector<byte_span> read{{k.data(), int64_t(k.size())}, {v.data(), int64_t(v.size())}};
+    paired_read(state, isa, threads, read, call);
+    const double kv_bytes = double(span_bytes(read));
     set_flops(state, 4.0 * double(s.heads * s.len_kv * s.dim));
     set_bytes(state, kv_bytes);
     set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),

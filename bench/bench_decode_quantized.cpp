@@ -83,11 +83,8 @@ struct cache_data {
             d.k_group = d.v_group = c.group;
         }
     }
-    // the bytes a call reads: K and V with their scales and zero points
-    double bytes(const quantized_cache &c) const {
-        return 2.0 * (double(k.size()) + double(scale.size()) * sizeof(float) * (c.zeros ? 2.0 : 1.0));
-    }
-    // the same bytes as spans (K's and V's scales are one array here, read once for each)
+    // the bytes a call reads, K and V with their scales and zero points, as spans (K's and V's
+    // scales are one array here, read once for each)
     std::vector<byte_span> spans(const quantized_cache &c) const {
         std::vector<byte_span> out{{k.data(), int64_t(k.size())}, {v.data(), int64_t(v.size())}};
         const int64_t scale_bytes = int64_t(scale.size() * sizeof(float));
@@ -110,8 +107,9 @@ void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_
     std::vector<float> out(q.size());
     const auto call = [&] { return attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data()); };
     const double cpu_seconds = time_calls(state, call);
-    paired_read(state, isa, threads, cache.spans(c), call);
-    const double kv_bytes = cache.bytes(c);
+    const std::vector<byte_span> read = cache.spans(c);
+    paired_read(state, isa, threads, read, call);
+    const double kv_bytes = double(span_bytes(read));
     set_flops(state, 4.0 * double(heads * len_kv * dim));
     set_bytes(state, kv_bytes);
     set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),

@@ -34,6 +34,13 @@ struct byte_span {
     int64_t bytes;
 };
 
+// The bytes of all the spans.
+inline int64_t span_bytes(const std::vector<byte_span> &spans) {
+    int64_t bytes = 0;
+    for (const byte_span &s : spans) bytes += s.bytes;
+    return bytes;
+}
+
 namespace paired_read_detail {
 
 // Reads share t of `threads` of every span (cut at 64-byte multiples).
@@ -102,8 +109,6 @@ void paired_read(benchmark::State &state, attn_isa isa, int threads,
     using namespace paired_read_detail;
     const machine_kernels *k = machine_kernels_for(isa);
     if (k == nullptr || state.error_occurred()) return;
-    int64_t bytes = 0;
-    for (const byte_span &s : spans) bytes += s.bytes;
     std::atomic<uint32_t> sink{0};
     // about 0.1 s of pairs, at least 7 and at most 101, an odd count
     auto t0 = std::chrono::steady_clock::now();
@@ -125,7 +130,7 @@ void paired_read(benchmark::State &state, attn_isa isa, int threads,
         read_s.push_back(one_read);
         ratio.push_back(one_read / call_s);
     }
-    state.counters["read_GB/s"] = double(bytes) / median(read_s) / 1e9;
+    state.counters["read_GB/s"] = double(span_bytes(spans)) / median(read_s) / 1e9;
     state.counters["of_read"] = median(ratio);
 }
 
