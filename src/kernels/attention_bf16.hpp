@@ -172,26 +172,44 @@ v_pair_rows tile_v_pairs(const attention_tile &t, bool codes, int64_t j0, int64_
     return {packed, ld * 2};
 }
 
-// o_row[0 .. dv_pad) += p * V key j of a tile from its pair row (pair row j / 2 at v_pairs +
-// (j / 2) * ldv bf16): the key's half of each 32-bit word (the low half for an even key, the
-// high for an odd one) widened exactly, one fused multiply-add an element. The keys a row
-// takes alone (edge keys beside the pairs a row block shares), with the values the pairs
-// hold, whatever the format they were packed from; the other key of the pair is not read.
+// o_row[0 .. dv_pad) += p_j V_j for the keys j = lo .. hi-1 of a tile, in that order: p_j
+// row's bf16 P (p16[j]) widened, V_j key j's half of each 32-bit word of its pair row (pair row
+// j / 2 at v_pairs + (j / 2) * ldv bf16: the low half for an even key, the high for an odd one)
+// widened exactly, one fused multiply-add an element; the sums stay in registers across the
+// keys, up to 8 vectors of o_row at a time. The keys a row takes alone (edge keys beside the
+// pairs a row block shares), with the values the pairs hold, whatever the format they were
+// packed from; the other key of a pair is not read.
 template <class Arch>
-inline void add_key_pairs(float p, const uint16_t *v_pairs, int64_t ldv, int64_t j,
-                          int64_t dv_pad, float *o_row) {
+inline void add_keys_pairs(const uint16_t *p16, const uint16_t *v_pairs, int64_t ldv, int64_t lo,
+                           int64_t hi, int64_t dv_pad, float *o_row) {
     constexpr int W = lanes<Arch>;
-    const uint32_t *words = reinterpret_cast<const uint32_t *>(v_pairs + (j / 2) * ldv);
-    const __m512 pv = _mm512_set1_ps(p);
+    constexpr int N = 8;
+    if (hi <= lo) return;
     const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
-    auto add = [&](auto half) {  // half: the key's bf16 of each word as an f32's bits
-        for (int64_t c = 0; c < dv_pad; c += W) {
-            const __m512 x = _mm512_castsi512_ps(half(_mm512_loadu_si512(words + c)));
-            _mm512_store_ps(o_row + c, _mm512_fmadd_ps(pv, x, _mm512_load_ps(o_row + c)));
+    for (int64_t c0 = 0; c0 < dv_pad; c0 += N * W) {
+        const int n = static_cast<int>((dv_pad - c0) / W < N ? (dv_pad - c0) / W : N);
+        __m512 acc[N];
+#pragma GCC unroll 8
+        for (int i = 0; i < N; ++i)
+            if (i < n) acc[i] = _mm512_load_ps(o_row + c0 + i * W);
+        for (int64_t j = lo; j < hi; ++j) {
+            const __m512 pv = _mm512_set1_ps(convert::bf16_to_f32(p16[j]));
+            const uint32_t *words = reinterpret_cast<const uint32_t *>(v_pairs + (j / 2) * ldv) + c0;
+            auto add = [&](auto half) __attribute__((always_inline)) {  // half: the key's bf16 as an f32's bits
+#pragma GCC unroll 8
+                for (int i = 0; i < N; ++i)
+                    if (i < n) {
+                        const __m512 x = _mm512_castsi512_ps(half(_mm512_loadu_si512(words + i * W)));
+                        acc[i] = _mm512_fmadd_ps(pv, x, acc[i]);
+                    }
+            };
+            if (j % 2 != 0) add([&](__m512i w) { return _mm512_and_si512(w, high); });
+            else add([](__m512i w) { return _mm512_slli_epi32(w, 16); });
         }
-    };
-    if (j % 2 != 0) add([&](__m512i w) { return _mm512_and_si512(w, high); });
-    else add([](__m512i w) { return _mm512_slli_epi32(w, 16); });
+#pragma GCC unroll 8
+        for (int i = 0; i < N; ++i)
+            if (i < n) _mm512_store_ps(o_row + c0 + i * W, acc[i]);
+    }
 }
 
 // c[Rows x N*W] = c (times rescale[r], when given) + sum over x < count of A(r, x) B(x) on bf16
@@ -303,13 +321,11 @@ void pv_tile_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols
         for (int64_t r = r0; r < r0 + rr; ++r) {
             const key_range own = attention_detail::tile_columns(t, r, j0, cols);
             const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
-            auto add_key = [&](int64_t j) {
-                add_key_pairs<Arch>(convert::bf16_to_f32(p16[j]), v_pairs, ldv, j, dv_pad,
-                                    o + r * dv_pad);
-            };
             // the keys before the paired range and after it, not a pass over the paired ones
-            for (int64_t j = own.lo; j < (own.hi < paired_lo ? own.hi : paired_lo); ++j) add_key(j);
-            for (int64_t j = own.lo > paired_hi ? own.lo : paired_hi; j < own.hi; ++j) add_key(j);
+            add_keys_pairs<Arch>(p16, v_pairs, ldv, own.lo, own.hi < paired_lo ? own.hi : paired_lo,
+                                 dv_pad, o + r * dv_pad);
+            add_keys_pairs<Arch>(p16, v_pairs, ldv, own.lo > paired_hi ? own.lo : paired_hi, own.hi,
+                                 dv_pad, o + r * dv_pad);
         }
     }
 }

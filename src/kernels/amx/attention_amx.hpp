@@ -222,13 +222,12 @@ struct tile_scores {
         if (b <= a) return;
         const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
         const int64_t vectors = attention_detail::round_up(t.dim_v, W) / W;
-        auto single = [&](int64_t j) {
-            attention_bf16_detail::add_key_pairs<Arch>(convert::bf16_to_f32(p16[j]), v_pairs, ldv,
-                                                       j, vectors * W, o_row);
+        auto singles = [&](int64_t from, int64_t to) {  // keys from .. to-1 one at a time
+            attention_bf16_detail::add_keys_pairs<Arch>(p16, v_pairs, ldv, from, to, vectors * W, o_row);
         };
         const int64_t pa = (a + 1) / 2, pb = b / 2;
         if (pb <= pa) {
-            for (int64_t j = a; j < b; ++j) single(j);
+            singles(a, b);
             return;
         }
         const float unit = 1.0f;
@@ -237,8 +236,8 @@ struct tile_scores {
                 1, static_cast<int>(vectors - c0 < 4 ? vectors - c0 : 4),
                 reinterpret_cast<const uint32_t *>(p16) + pa, 0, pb - pa,
                 v_pairs + pa * ldv + c0 * W * 2, ldv, o_row + c0 * W, 0, &unit);
-        if (a % 2 != 0) single(a);
-        if (b % 2 != 0) single(b - 1);
+        if (a % 2 != 0) singles(a, a + 1);
+        if (b % 2 != 0) singles(b - 1, b);
     }
 };
 
