@@ -20,6 +20,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_pack_pairs.hpp"
+#include "kernels/decode_widen.hpp"
 #include "core/convert.hpp"
 
 ATTN_KERNELS_BEGIN
@@ -185,7 +186,6 @@ inline void add_keys_pairs(const uint16_t *p16, const uint16_t *v_pairs, int64_t
     constexpr int W = lanes<Arch>;
     constexpr int N = 8;
     if (hi <= lo) return;
-    const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
     for (int64_t c0 = 0; c0 < dv_pad; c0 += N * W) {
         const int n = static_cast<int>((dv_pad - c0) / W < N ? (dv_pad - c0) / W : N);
         __m512 acc[N];
@@ -195,16 +195,13 @@ inline void add_keys_pairs(const uint16_t *p16, const uint16_t *v_pairs, int64_t
         for (int64_t j = lo; j < hi; ++j) {
             const __m512 pv = _mm512_set1_ps(convert::bf16_to_f32(p16[j]));
             const uint32_t *words = reinterpret_cast<const uint32_t *>(v_pairs + (j / 2) * ldv) + c0;
-            auto add = [&](auto half) __attribute__((always_inline)) {  // half: the key's bf16 as an f32's bits
+            auto add = [&](auto half) __attribute__((always_inline)) {  // half: the key's bf16 widened
 #pragma GCC unroll 8
                 for (int i = 0; i < N; ++i)
-                    if (i < n) {
-                        const __m512 x = _mm512_castsi512_ps(half(_mm512_loadu_si512(words + i * W)));
-                        acc[i] = _mm512_fmadd_ps(pv, x, acc[i]);
-                    }
+                    if (i < n) acc[i] = _mm512_fmadd_ps(pv, half(_mm512_loadu_si512(words + i * W)), acc[i]);
             };
-            if (j % 2 != 0) add([&](__m512i w) { return _mm512_and_si512(w, high); });
-            else add([](__m512i w) { return _mm512_slli_epi32(w, 16); });
+            if (j % 2 != 0) add([](__m512i w) { return decode_widen::bf16_odd<Arch>(w); });
+            else add([](__m512i w) { return decode_widen::bf16_even<Arch>(w); });
         }
 #pragma GCC unroll 8
         for (int i = 0; i < N; ++i)
