@@ -16,7 +16,7 @@
 
 namespace attn_test {
 
-enum class granularity { per_row, group32, per_channel, per_head, per_tensor, no_scale, group64 };
+enum class granularity { per_row, group32, per_channel, per_head, per_tensor, no_scale, group64, group8, group24 };
 
 inline const char *granularity_name(granularity g) {
     switch (g) {
@@ -27,6 +27,8 @@ inline const char *granularity_name(granularity g) {
     case granularity::per_tensor: return "per_tensor";
     case granularity::no_scale: return "no_scale";
     case granularity::group64: return "group64";
+    case granularity::group8: return "group8";
+    case granularity::group24: return "group24";
     }
     return "?";
 }
@@ -57,6 +59,8 @@ inline void layout_for(granularity g, attn_dtype t, int64_t heads, int64_t len, 
     case granularity::per_row: *s = {heads * len, len, 1}, *group = 0; return;
     case granularity::group32: *s = {heads * len * (dim / 32), len * (dim / 32), dim / 32}, *group = 32; return;
     case granularity::group64: *s = {heads * len * (dim / 64), len * (dim / 64), dim / 64}, *group = 64; return;
+    case granularity::group8: *s = {heads * len * (dim / 8), len * (dim / 8), dim / 8}, *group = 8; return;
+    case granularity::group24: *s = {heads * len * (dim / 24), len * (dim / 24), dim / 24}, *group = 24; return;
     case granularity::per_channel: {
         const int64_t gr = is_4bit(t) ? 2 : 1;  // 4-bit: one scale per pair of channels
         *s = {heads * (dim / gr), dim / gr, 0}, *group = gr;

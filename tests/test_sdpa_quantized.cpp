@@ -141,6 +141,26 @@ TEST_P(sdpa_quantized, decode_one_row_per_kv_head) {
                 }
 }
 
+// 4-bit decoding with one query head per KV head over rows of 128, 256 and 384 (q in registers,
+// or read from memory with 16 keys' tables at a time) by groups of 8 and 24 (narrower than a
+// vector, or not a multiple of it: the row reader's scale per element), 32 and 64 (tables), one
+// scale a row or a head, with and without zero points.
+TEST_P(sdpa_quantized, decode_one_row_long_rows_narrow_groups) {
+    uint32_t seed = 9700;
+    for (int64_t dim : {128, 256, 384})
+        for (attn_dtype t : {ATTN_DTYPE_I4, ATTN_DTYPE_U4})
+            for (granularity g : {granularity::group8, granularity::group24, granularity::group32,
+                                  granularity::group64, granularity::per_row, granularity::per_head})
+                for (int zeros = 0; zeros < 2; ++zeros) {
+                    if (g == granularity::group24 && dim % 24 != 0) continue;
+                    const problem p = make_problem(t, g, zeros != 0, 1, 300, seed += 3, 2, dim, dim);
+                    const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+                    EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
+                        << "type " << t << ", " << granularity_name(g) << (zeros ? ", zero points" : "")
+                        << ", D " << dim << " (plain f32 error " << p.plain_error << ")";
+                }
+}
+
 // 4-bit decoding with one query head per KV head by groups of 32 and 64 (a key's table made
 // once a group and kept for its spans, or made for every span), with and without zero points,
 // over rows of 128 (q's pairs in registers, the keys' rows read key by key) and 96 (the 16 keys'
