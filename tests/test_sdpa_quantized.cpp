@@ -141,10 +141,11 @@ TEST_P(sdpa_quantized, decode_one_row_per_kv_head) {
                 }
 }
 
-// 4-bit decoding with one query head per KV head over rows of 128, 256 and 384 (q in registers,
-// or read from memory with 16 keys' tables at a time) by groups of 8 and 24 (narrower than a
-// vector, or not a multiple of it: the row reader's scale per element), 32 and 64 (tables), one
-// scale a row or a head, with and without zero points.
+// 4-bit decoding with one query head per KV head over rows of 128, 256 and 384 (on AVX-512: q
+// in registers, or read from memory with 16 keys' tables at a time) by groups of 8 and 24
+// (narrower than an AVX-512 vector, or not a multiple of it: the row reader's scale per element
+// there, a scale per group of whole vectors on AVX2 and SSE4), 32 and 64 (the tables), one scale
+// a row or a head, with and without zero points.
 TEST_P(sdpa_quantized, decode_one_row_long_rows_narrow_groups) {
     uint32_t seed = 9700;
     for (int64_t dim : {128, 256, 384})
