@@ -24,7 +24,19 @@ namespace {
 
 using namespace attn_test;
 
-class sdpa_quantized : public path_test {};
+class sdpa_quantized : public path_test {
+protected:
+    // Decoding one query head per KV head (2 over 2, 300 keys: blocks of the scores' 16 keys and
+    // the P V's 64, rows prefetched past the last key) over a cache of type t, granularity g,
+    // rows of dim, against float64 at the tolerance rule.
+    void expect_one_row_decode(attn_dtype t, granularity g, bool zeros, int64_t dim, uint32_t seed) {
+        const problem p = make_problem(t, g, zeros, 1, 300, seed, 2, dim, dim);
+        const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+        EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
+            << "type " << t << ", " << granularity_name(g) << (zeros ? ", zero points" : "") << ", D " << dim
+            << " (plain f32 error " << p.plain_error << ")";
+    }
+};
 
 // Every type x granularity x zero points, decoding (1 query row), a few rows (9: the decode
 // entry's tiles of 4) and prefill (prefill_rows), on this path. The zero points go with the
@@ -124,8 +136,7 @@ TEST_P(sdpa_quantized, decode_long_rows) {
 
 // Decoding with one query head per KV head (a single row per pass: q held in registers over
 // rows of 64 and 128, K read key by key, P V over 8 vectors a pass, a group's scale once per
-// pair of vectors), every type and granularity, with and without zero points; 300 keys (blocks
-// of the scores' 16 keys and the P V's 64, rows prefetched past the last key).
+// pair of vectors), every type and granularity, with and without zero points.
 TEST_P(sdpa_quantized, decode_one_row_per_kv_head) {
     uint32_t seed = 9000;
     for (int64_t dim : {64, 128})
@@ -133,11 +144,7 @@ TEST_P(sdpa_quantized, decode_one_row_per_kv_head) {
             for (granularity g : kGranularities)
                 for (int zeros = 0; zeros < 2; ++zeros) {
                     if ((zeros && is_fp8(t)) || (g == granularity::no_scale && !is_fp8(t))) continue;
-                    const problem p = make_problem(t, g, zeros != 0, 1, 300, seed += 3, 2, dim, dim);
-                    const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
-                    EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
-                        << "type " << t << ", " << granularity_name(g) << (zeros ? ", zero points" : "")
-                        << ", D " << dim << " (plain f32 error " << p.plain_error << ")";
+                    expect_one_row_decode(t, g, zeros != 0, dim, seed += 3);
                 }
 }
 
@@ -154,11 +161,7 @@ TEST_P(sdpa_quantized, decode_one_row_long_rows_narrow_groups) {
                                   granularity::group64, granularity::per_row, granularity::per_head})
                 for (int zeros = 0; zeros < 2; ++zeros) {
                     if (g == granularity::group24 && dim % 24 != 0) continue;
-                    const problem p = make_problem(t, g, zeros != 0, 1, 300, seed += 3, 2, dim, dim);
-                    const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
-                    EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
-                        << "type " << t << ", " << granularity_name(g) << (zeros ? ", zero points" : "")
-                        << ", D " << dim << " (plain f32 error " << p.plain_error << ")";
+                    expect_one_row_decode(t, g, zeros != 0, dim, seed += 3);
                 }
 }
 
@@ -173,11 +176,7 @@ TEST_P(sdpa_quantized, decode_one_row_groups_of_64) {
             for (granularity g : {granularity::group32, granularity::group64})
                 for (int zeros = 0; zeros < 2; ++zeros) {
                     if (dim % 64 != 0 && g == granularity::group64) continue;
-                    const problem p = make_problem(t, g, zeros != 0, 1, 300, seed += 3, 2, dim, dim);
-                    const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
-                    EXPECT_LE(max_rel_error(got, p.want), tolerance(p))
-                        << "type " << t << ", " << granularity_name(g) << (zeros ? ", zero points" : "")
-                        << ", D " << dim << " (plain f32 error " << p.plain_error << ")";
+                    expect_one_row_decode(t, g, zeros != 0, dim, seed += 3);
                 }
 }
 
