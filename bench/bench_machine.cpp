@@ -16,11 +16,26 @@
 //   machine/bf16_peak/avx512_bf16/threads:<n>/vdpbf16ps, machine/bf16_peak/amx/threads:<n>/tdpbf16ps
 //                                        GFLOP/s of the 16-bit matrix units (bf16 products,
 //                                        f32 sums), where the CPU has them
+//   machine/bf16_softmax_ceiling/avx512_bf16/threads:1/D<dim>
+//                                        what the bf16 pair tile loop keeps of the products'
+//                                        speed with its exponential between them and nothing
+//                                        else: the product block alone, with the exponential
+//                                        vectors of a row's scores at head dimension dim (one a
+//                                        dim VDPBF16PS), and those vectors alone, alternated in
+//                                        each iteration. Counters: ceiling (the products' time
+//                                        over their time with the vectors among them: the most
+//                                        of the VDPBF16PS peak the loop can reach at that dim),
+//                                        ceiling_apart (the same with the vectors in a pass of
+//                                        their own, as the tile loop runs them), exp_in_dp (a
+//                                        vector's cost among the products, in VDPBF16PS: what it
+//                                        takes from them) and exp_alone_in_dp (its cost alone,
+//                                        in the same unit)
 //   exp/attn/<isa>/threads:1/4096, exp/xsimd/<isa>/threads:1/4096
 //                                        the library's exp against xsimd::exp, in L1
 // n threads each run the same loop on their own data (std::thread each).
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -85,6 +100,34 @@ void bf16_peak(benchmark::State &state, const machine_kernels *k, int threads, b
     // per CPU second too: on a loaded machine the wall-time peak falls with the load
     set_flops_per_cpu_second(state, flops / threads * double(state.iterations()),
                              process_cpu_seconds() - cpu_start, threads);
+}
+
+// machine/bf16_softmax_ceiling (see the top of the file): three loops alternated in each
+// iteration, each timed on its own.
+void bf16_softmax_ceiling(benchmark::State &state, const machine_kernels *k, int dim) {
+    const int64_t reps = 1 << 13;           // rounds of 384 VDPBF16PS
+    const int exps = 384 / dim;             // exponential vectors a round
+    double products = 0.0, both = 0.0, alone = 0.0;
+    using clock = std::chrono::steady_clock;
+    for (auto _ : state) {
+        const auto t0 = clock::now();
+        benchmark::DoNotOptimize(k->bf16_products_exp(reps, 0, true));
+        const auto t1 = clock::now();
+        benchmark::DoNotOptimize(k->bf16_products_exp(reps, exps, true));
+        const auto t2 = clock::now();
+        benchmark::DoNotOptimize(k->bf16_products_exp(reps, exps, false));
+        const auto t3 = clock::now();
+        products += std::chrono::duration<double>(t1 - t0).count();
+        both += std::chrono::duration<double>(t2 - t1).count();
+        alone += std::chrono::duration<double>(t3 - t2).count();
+    }
+    const double per_dp = products / (double(state.iterations()) * double(reps) * 384.0);
+    const double vectors = double(state.iterations()) * double(reps) * exps;
+    state.counters["ceiling"] = products / both;
+    state.counters["ceiling_apart"] = products / (products + alone);
+    state.counters["exp_in_dp"] = (both - products) / vectors / per_dp;
+    state.counters["exp_alone_in_dp"] = alone / vectors / per_dp;
+    state.counters["vdpbf16ps_GFLOP/s"] = 64.0 / per_dp / 1e9;
 }
 
 // The last-level (L3) cache of one CPU in bytes, as the machine reports it; 0 if unknown.
@@ -192,6 +235,14 @@ bool register_machine() {
                                          bf16_peak, k, threads, amx)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
+        if (k->bf16_products_exp)
+            for (int dim : {64, 128})
+                benchmark::RegisterBenchmark(bench_name("machine", "bf16_softmax_ceiling", isa_name(isa), 1,
+                                                        "D" + std::to_string(dim))
+                                                 .c_str(),
+                                             bf16_softmax_ceiling, k, dim)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
     }
     return true;
 }

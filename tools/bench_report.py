@@ -57,6 +57,10 @@ NAME_SUFFIX = re.compile(r"^(real_time|process_time|manual_time|min_time:.*|iter
 # ----------------------------------------------------------------------------------------
 # Reading a run
 
+# Counters shown beside the rates in the other rows (bench/bench_machine.cpp).
+SHARE_COUNTERS = ("ceiling", "ceiling_apart", "exp_in_dp", "exp_alone_in_dp")
+
+
 class Result:
     """One benchmark: its name split into fields, its wall time and its GFLOP/s."""
 
@@ -81,6 +85,8 @@ class Result:
         # decoding: the fraction of the rate of reading its own bytes, alternated with the
         # calls (bench/bench_paired_read.hpp)
         self.of_read = float(entry["of_read"]) if "of_read" in entry else None
+        # machine/bf16_softmax_ceiling: fractions and costs, not rates
+        self.shares = {k: float(entry[k]) for k in SHARE_COUNTERS if k in entry}
         self.error = entry.get("error_occurred", False)
 
     def better_than(self, other):
@@ -385,7 +391,8 @@ def other_rows(run):
     for r in sorted(run.results.values(), key=lambda r: r.name):
         if r.op in run.ops():
             continue
-        rates = ", ".join(f"{v:.3g} {k}" for k, v in sorted(r.rates.items()))
+        rates = ", ".join([f"{v:.3g} {k}" for k, v in sorted(r.rates.items())] +
+                          [f"{k} {v:.3g}" for k, v in r.shares.items()])
         rows.append([r.name.replace("/real_time", ""), f"{r.seconds * 1e3:.3g}", rates or "-"])
     return header, rows
 

@@ -110,7 +110,8 @@ machine_kernels make_machine_kernels() {
             nullptr,
             0.0,
             nullptr,
-            0.0};
+            0.0,
+            nullptr};
 }
 
 }  // namespace attn_bench
