@@ -2,13 +2,16 @@
 // models: one query row per head, H32 over 8 KV heads, D128, B = 1, on the highest SIMD level,
 // and over 32 KV heads (one query row per KV head: no reuse of a dequantized vector):
 //   decode_quantized/simd/<isa>/threads:{1,2}/H32_KV<KV>_Lk<L>_D128_<cache>
-//   (KV, L) in {(8, 4096), (8, 16384), (32, 4096), (32, 16384): 256 MiB of bf16, from memory}; cache: bf16, I8_row (int8, one scale per row),
+//   (KV, L) in {(8, 4096), (8, 16384), (32, 4096), (32, 16384): 256 MiB of bf16, from memory,
+//   (32, 256): 4 MiB of bf16, in cache, the kernel's own time}; cache: bf16, I8_row (int8, one scale per row),
 //   I8_g32 (int8, a scale per 32 elements: llama.cpp's q8_0), I4_g32 and U4_g32 (4-bit, a scale
 //   per 32 elements; U4 with zero points), FP8_E4M3_row.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
 // call: compare with machine/read_bw_decode of the same run, and each cache with bf16; of_read
 // is the fraction of the rate of reading those same bytes, the reads alternated with the calls
-// (bench_paired_read.hpp).
+// (bench_paired_read.hpp); time_per_kv_row, the wall time of a call per key of one KV head (its
+// K and V rows): from memory it is the bytes' time unless the kernel's own time, the figure at
+// Lk256, is longer.
 // Prefill over the same caches (bf16 queries, bf16 output, H8 L2048 D128, not causal) on the
 // level automatic dispatch picks, each against the bf16 cache of the same run; I8 also with an
 // f32 output (which keeps P in f32: the f32 tiles, unless ATTN_FPMATH_BF16):
@@ -114,6 +117,10 @@ void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_
     set_bytes(state, kv_bytes);
     set_bytes_per_cpu_second(state, kv_bytes * double(state.iterations()),
                              cpu_seconds, threads);
+    // wall time a call per KV row (a key of one KV head: its K and V rows), in seconds
+    state.counters["time_per_kv_row"] =
+        benchmark::Counter(double(heads_kv * len_kv),
+                           benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa, int threads,
@@ -163,7 +170,7 @@ bool register_decode_quantized() {
                                       {"I4_g32", ATTN_DTYPE_I4, 32, false},
                                       {"U4_g32", ATTN_DTYPE_U4, 32, true},
                                       {"FP8_E4M3_row", ATTN_DTYPE_FP8_E4M3, 0, false}};
-    const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}, {32, 16384}};  // {heads_kv, len_kv}
+    const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}, {32, 16384}, {32, 256}};  // {heads_kv, len_kv}
     for (const auto &s : shapes)
         for (const quantized_cache &c : caches)
             for (int threads : {1, 2}) {
