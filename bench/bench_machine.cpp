@@ -105,8 +105,8 @@ void bf16_peak(benchmark::State &state, const machine_kernels *k, int threads, b
 // machine/bf16_softmax_ceiling (see the top of the file): three loops alternated in each
 // iteration, each timed on its own.
 void bf16_softmax_ceiling(benchmark::State &state, const machine_kernels *k, int dim) {
-    const int64_t reps = 1 << 13;           // rounds of 384 VDPBF16PS
-    const int exps = 384 / dim;             // exponential vectors a round
+    const int64_t reps = 1 << 13;                          // rounds of bf16_products_a_round VDPBF16PS
+    const int exps = bf16_products_a_round / dim;          // exponential vectors a round
     double products = 0.0, both = 0.0, alone = 0.0;
     using clock = std::chrono::steady_clock;
     for (auto _ : state) {
@@ -121,7 +121,7 @@ void bf16_softmax_ceiling(benchmark::State &state, const machine_kernels *k, int
         both += std::chrono::duration<double>(t2 - t1).count();
         alone += std::chrono::duration<double>(t3 - t2).count();
     }
-    const double per_dp = products / (double(state.iterations()) * double(reps) * 384.0);
+    const double per_dp = products / (double(state.iterations()) * double(reps) * bf16_products_a_round);
     const double vectors = double(state.iterations()) * double(reps) * exps;
     state.counters["ceiling"] = products / both;
     state.counters["ceiling_apart"] = products / (products + alone);
@@ -235,7 +235,7 @@ bool register_machine() {
                                          bf16_peak, k, threads, amx)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
-        if (k->bf16_products_exp && !amx)  // (the amx level's kernels carry it too: VDPBF16PS)
+        if (k->bf16_products_exp)
             for (int dim : {64, 128})
                 benchmark::RegisterBenchmark(bench_name("machine", "bf16_softmax_ceiling", isa_name(isa), 1,
                                                         "D" + std::to_string(dim))

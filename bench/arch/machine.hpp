@@ -25,15 +25,18 @@ struct machine_kernels {
     double bf16_flops_per_rep;
     float (*amx_chains)(int64_t reps);
     double amx_flops_per_rep;
-    // The pair tile loop's products with its exponential between them, where the ISA has
-    // VDPBF16PS (else null): reps rounds of 16 steps of the product block (6 rows x 4 vectors: 4
+    // The pair tile loop's products with its exponential between them, in the avx512_bf16
+    // level's kernels (else null): reps rounds of 16 steps of the product block (6 rows x 4 vectors: 4
     // panel vectors, 6 broadcast Q pairs and 24 VDPBF16PS a step, all in L1) and, spread among
     // them, `exps` vectors of P as the loop forms them (exp_for_bf16 of S - m, summed, rounded to
     // bf16, stored); with products false, the exponentials alone. A row's 16 scores take dim
     // VDPBF16PS (16 dim products for S = Q K^T and as many for P V) and one such vector, so a
-    // round's 384 VDPBF16PS go with 384 / dim of them.
+    // round's bf16_products_a_round VDPBF16PS go with bf16_products_a_round / dim of them.
     float (*bf16_products_exp)(int64_t reps, int exps, bool products);
 };
+
+// VDPBF16PS in a round of bf16_products_exp: 16 steps of 24.
+inline constexpr int bf16_products_a_round = 16 * 24;
 
 // nullptr for an ISA without kernels here (scalar, auto).
 const machine_kernels *machine_kernels_for(attn_isa isa);

@@ -27,6 +27,7 @@ template <int Exps, bool Products>
 float products_exp(int64_t reps) {
     using fbatch = xsimd::batch<float, xsimd::avx512cd>;
     constexpr int steps = 16, rows = 6, vectors = 4, s_floats = 1024;
+    static_assert(steps * rows * vectors == bf16_products_a_round);
     alignas(64) uint16_t panel[steps * vectors * 16 * 2];
     alignas(64) uint32_t q[rows * steps];
     alignas(64) float s[s_floats];
@@ -87,7 +88,7 @@ float bf16_products_exp(int64_t reps, int exps, bool products) {
     case 0: return products_exp<0, true>(reps);
     case 3: return products ? products_exp<3, true>(reps) : products_exp<3, false>(reps);
     case 6: return products ? products_exp<6, true>(reps) : products_exp<6, false>(reps);
-    default: return 0.0f;  // not a count the benchmark uses (384 / dim, dim 64 or 128)
+    default: return 0.0f;  // not a count the benchmark uses (bf16_products_a_round / dim, dim 64 or 128)
     }
 }
 
