@@ -405,6 +405,10 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     const row_walk<Arch, E> values(t.v, j0);
     values.prime(keys, val);
     const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0);  // V rows ahead (dense rows)
+    // V rows ahead in spans of 2 KB for one row, row by row for several (v_prefetch): H32 over
+    // 32 KV heads, D128, Lk16384, the time of a call 0.75-0.81x over I8 with a scale a row,
+    // 0.88-0.92x over bf16, 0.90-0.93x over E4M3 at one thread, 0.81-0.87x at two
+    constexpr int64_t v_span_bytes = R == 1 ? 2048 : 0;
     alignas(64) float ps[R][max_keys], scale[max_keys];
     for (int64_t k0 = lo; k0 < hi; k0 += keys) {
         const int64_t n = k0 + keys < hi ? keys : hi - k0;
@@ -430,10 +434,10 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
             constexpr nibble_tables T = decltype(tables)::value;
             if constexpr (S == pv_by_reader || S == pv_by_group_zeros || S == pv_group_scaled)
                 pv_sub_block_apart<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], dim_v,
-                                                     t.v.scales.group, o, ldo, ahead.v_ahead(k0));
+                                                     t.v.scales.group, o, ldo, ahead.v_ahead(k0, v_span_bytes));
             else
                 pv_sub_block<Arch, E, R, S, T>(l, val, n, p + k0, ldp, ps[0], dim_v,
-                                               t.v.scales.group, o, ldo, ahead.v_ahead(k0), nan_top);
+                                               t.v.scales.group, o, ldo, ahead.v_ahead(k0, v_span_bytes), nan_top);
         };
         using plain = std::integral_constant<nibble_tables, tables_plain>;
         if constexpr (!E::quantized) {
