@@ -2,8 +2,8 @@
 // block of keys: row_walk gives the row readers of consecutive keys by stride from the first
 // (paged rows through the addressing function, core/kv_rows.hpp), row_prefetch brings the rows
 // of keys ahead into cache: dense rows (a row's bytes its stride) K as one span a block of keys
-// in the score pass and V key by key inside the P V loop (v_prefetch), spread out rather than in
-// a burst; other rows both in the score pass, row by row.
+// in the score pass and V inside the P V loop (v_prefetch), in spans of rows where one row reads
+// a KV head and row by row for several; other rows both in the score pass, row by row.
 #pragma once
 
 #include "kernels/isa_namespace.hpp"
