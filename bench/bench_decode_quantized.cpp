@@ -3,7 +3,8 @@
 // and over 32 KV heads (one query row per KV head: no reuse of a dequantized vector):
 //   decode_quantized/simd/<isa>/threads:{1,2}/H32_KV<KV>_Lk<L>_D128_<cache>
 //   (KV, L) in {(8, 4096), (8, 16384), (32, 4096), (32, 16384): 256 MiB of bf16, from memory,
-//   (32, 256): 4 MiB of bf16, in cache, the kernel's own time}; cache: bf16, I8_row (int8, one scale per row),
+//   (32, 256) and (8, 1024): 4 MiB of bf16, in cache, the kernel's own time at one and at four
+//   query rows a KV head}; cache: bf16, I8_row (int8, one scale per row),
 //   I8_g32 (int8, a scale per 32 elements: llama.cpp's q8_0), I4_g32 and U4_g32 (4-bit, a scale
 //   per 32 elements; U4 with zero points), FP8_E4M3_row.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
@@ -170,7 +171,7 @@ bool register_decode_quantized() {
                                       {"I4_g32", ATTN_DTYPE_I4, 32, false},
                                       {"U4_g32", ATTN_DTYPE_U4, 32, true},
                                       {"FP8_E4M3_row", ATTN_DTYPE_FP8_E4M3, 0, false}};
-    const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}, {32, 16384}, {32, 256}};  // {heads_kv, len_kv}
+    const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}, {32, 16384}, {32, 256}, {8, 1024}};  // {heads_kv, len_kv}
     for (const auto &s : shapes)
         for (const quantized_cache &c : caches)
             for (int threads : {1, 2}) {
