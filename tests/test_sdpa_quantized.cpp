@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include <xmmintrin.h>
+
 #include "quantized_problem.hpp"
 
 namespace {
@@ -120,7 +122,7 @@ TEST_P(sdpa_quantized, every_option) {
 }
 
 // Decoding with rows of 128 (whole blocks of the P V registers: the 4-bit tables, the E4M3
-// reading through f16) and 4 query heads per KV head (the scores' widest blocking), every type
+// codes read as f32 bits) and 4 query heads per KV head (the scores' widest blocking), every type
 // per row and per group of 32, the integer types with zero points too.
 TEST_P(sdpa_quantized, decode_long_rows) {
     uint32_t seed = 5000;
@@ -213,8 +215,8 @@ TEST_P(sdpa_quantized, e4m3_nan_codes) {
 }
 
 // E4M3 V rows with scales near the top of f32 (2e36: values up to 1.2e37, and sums of a few
-// of them, finite): decoding reads E4M3 codes as 2^-8 of their values with 2^8 in P times the
-// scale, which overflowed to inf for scales above ~1.3e36; such rows are read exactly. Every
+// of them, finite): decoding reads E4M3 codes as 2^-120 of their values with 2^120 in P times
+// the scale, which would overflow to inf for scales of 2^7 and more; such rows are read exactly. Every
 // output finite and, divided by the scale, the reference's at the tolerance of the rule
 // (decode and prefill, rows of 128 and 32).
 TEST_P(sdpa_quantized, e4m3_huge_v_scales) {
@@ -232,6 +234,64 @@ TEST_P(sdpa_quantized, e4m3_huge_v_scales) {
                 EXPECT_LE(std::fabs(got[i] - want[i]) / 2e36, 2.0 * tolerance(p) * 6.0) << i;
             }
         }
+}
+
+// Decoding reads E4M3 codes as the f32 bits of 2^-120 of their values (AVX-512), so subnormal
+// codes become f32 subnormals, which a caller's MXCSR with DAZ set would read as 0: every code
+// subnormal (or zero), scales making the outputs of order 1, and DAZ and FTZ set on the calling
+// thread, which runs the call alone; the outputs are the reference's, computed before with MXCSR as it was, at the rule's
+// tolerance (4 query heads a KV head and 1, 1 and 9 query rows). MXCSR is restored after.
+TEST_P(sdpa_quantized, e4m3_subnormal_codes_under_daz) {
+    struct mxcsr_set {
+        unsigned saved = _mm_getcsr();
+        explicit mxcsr_set(unsigned bits) { _mm_setcsr(saved | bits); }
+        ~mxcsr_set() { _mm_setcsr(saved); }
+    };
+    for (int64_t heads : {8, 2})
+        for (int64_t len_q : {1, 9}) {
+            problem p = make_problem(ATTN_DTYPE_FP8_E4M3, granularity::per_row, false, len_q, 77,
+                                     7200 + uint32_t(heads + len_q), heads, 128, 128);
+            for (cache_side *side : {&p.k, &p.v})
+                for (uint8_t &code : side->bytes) code &= 0x87;  // S.0000.MMM
+            for (float &scale : p.k.scale) scale *= 64.0f;
+            for (float &scale : p.v.scale) scale *= 2048.0f;
+            auto ref = make_context(ATTN_IMPL_REFERENCE);
+            const std::vector<float> want = run(ref.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+            double largest = 0.0;
+            for (float w : want) largest = std::fmax(largest, std::fabs(w));
+            ASSERT_GT(largest, 0.1) << "outputs of order 1";
+            std::vector<float> got;
+            {  // (a context of one thread, made here: the calling thread does all of the work)
+                const mxcsr_set daz_ftz(0x8040u);
+                const context_ptr one = make_context(GetParam().impl, GetParam().isa, 1);
+                ASSERT_TRUE(one);
+                got = run(one.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+            }
+            for (size_t i = 0; i < want.size(); ++i)
+                EXPECT_LE(std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i])), 2.0 * tolerance(p))
+                    << "heads " << heads << ", len_q " << len_q << ", output " << i;
+        }
+}
+
+// Query rows of up to 2^80 against E4M3 keys scaled down by as much (scores of order 1):
+// decoding's 2^60 in q (q already times the softmax scale, 2^-3.5 here) would overflow there,
+// so those rows read the codes exactly; every output finite and the reference's at the rule's
+// tolerance (4 query heads a KV head and 1).
+TEST_P(sdpa_quantized, e4m3_huge_queries) {
+    for (int64_t heads : {8, 2}) {
+        problem p = make_problem(ATTN_DTYPE_FP8_E4M3, granularity::per_row, false, 1, 77,
+                                 7300 + uint32_t(heads), heads, 128, 128);
+        for (float &x : p.q) x *= 0x1p80f;
+        for (float &scale : p.k.scale) scale *= 0x1p-80f;
+        auto ref = make_context(ATTN_IMPL_REFERENCE);
+        const std::vector<float> want = run(ref.get(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+        const std::vector<float> got = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+        for (size_t i = 0; i < want.size(); ++i) {
+            ASSERT_TRUE(std::isfinite(got[i])) << "heads " << heads << ", output " << i;
+            EXPECT_LE(std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i])), 2.0 * tolerance(p))
+                << "heads " << heads << ", output " << i;
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(paths, sdpa_quantized, testing::ValuesIn(all_paths()), path_name);

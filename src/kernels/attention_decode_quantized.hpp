@@ -9,9 +9,10 @@
 // One scale per row without zero points is folded: one multiply per score for K, into P for V
 // (P times the sub-block's scales once, so that the products broadcast from memory), and so is
 // a scale per group for one row (scale_once_per_group). On AVX-512, 4-bit codes are read
-// through 16-entry tables (each group's scale and zero point in its table) and E4M3 codes through
-// f16 with 2^8 folded into the scale (decode_widen.hpp; V rows whose scale times 2^9 would
-// overflow are read exactly instead), and bf16 rows shared by several rows as their even and
+// through 16-entry tables (each group's scale and zero point in its table) and E4M3 codes as the
+// f32 bits of 2^-120 of their values, 2^60 in q and in the scale (scores), 2^120 in P times the
+// scale (decode_widen.hpp; V rows whose scale is 2^7 or more, and q rows of 2^64 or more, read
+// exactly instead), and bf16 rows shared by several rows as their even and
 // odd elements (a shift and a mask for 32 elements, no shuffle), q and the sums of P V in that
 // order too. K and V rows ahead are prefetched (decode_rows.hpp): K's
 // in the score pass, dense V rows' inside the P V loop.
@@ -51,9 +52,9 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     const int64_t dim = t.dim_qk, dim_vec = dim / W * W, group = t.k.scales.group;
     const float *q[RP];
     for (int r = 0; r < RP; ++r) q[r] = qs + (r < R ? r : 0) * dim;
-    const quant_layout l = layout_of<Arch, E>(t.k, dim, 32);
-    // q reordered in pairs (l.nibbles, bf16 pairs) or times the channels' scales (l.channels),
-    // rows dim apart
+    quant_layout l = layout_of<Arch, E>(t.k, dim, 32);
+    // q reordered in pairs (l.nibbles, bf16 pairs), times the channels' scales (l.channels) or
+    // times 2^60 (l.e4m3), rows dim apart
     alignas(64) float qp[RP * max_pair_dim], zero[max_pair_dim];
     const float *qc[RP];
     // bf16 rows in pairs where several rows share each key (one row reads key by key; in pairs
@@ -70,7 +71,18 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         }
         for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
     }
-    const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes were read without
+    if (l.e4m3 && dim > max_pair_dim) l.e4m3 = false;
+    if (l.e4m3)  // (rows of 2^64 or more, whose products would overflow, read exactly instead)
+        for (int r = 0; r < RP; ++r) {
+            for (int64_t d = 0; d < dim; ++d) {
+                if (!(std::fabs(q[r][d]) < 0x1p64f)) l.e4m3 = false;
+                qp[r * dim + d] = q[r][d] * decode_widen::e4m3_q_unit;
+            }
+            qc[r] = qp + r * dim;
+        }
+    // DAZ held off while E4M3 codes are read as f32 bits
+    const decode_widen::denormals_kept<decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3> kept;
+    const float unit = l.e4m3 ? decode_widen::e4m3_sum_unit : 1.0f;  // what the sums are missing
     // K rows ahead fetched meanwhile (and V's, where not dense)
     const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0);
     const row_walk<Arch, E> keys(t.k, j0);
@@ -88,7 +100,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         fbatch acc[W];
 #pragma GCC unroll 16
         for (int i = 0; i < W; ++i) acc[i] = fbatch(0.0f);
-        const float *const *qk = l.channels ? qc : q;
+        const float *const *qk = l.channels || l.e4m3 ? qc : q;
         bool nan_seen = false;  // (E4M3: whether the keys' codes hold the NaN code)
         if (l.nibbles) {
             if (!(RP == 1 && nibble_key_major<Arch, E, KEYS>(l, qv, qp, key, group, acc)))
@@ -106,7 +118,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         alignas(64) float sum[W];
         fbatch total = transpose_sum_inlined<Arch>(acc);
         if constexpr (E::quantized)
-            if (l.fold) {  // (sum 2^8) scale, as one score at a time would
+            if (l.fold) {  // (sum 2^60) scale (E4M3), as one score at a time would
                 alignas(64) float sc[W];
 #pragma GCC unroll 16
                 for (int k = 0; k < KEYS; ++k) sc[k] = key[k].sc[0];
@@ -141,7 +153,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
 }
 
 // How a V vector meets its scale: folded into P (one scale per row, no zero point; E4M3 read
-// as 2^-8 of its values, 2^8 in P too), per group (into P: scale_once_per_group; once for the
+// as 2^-120 of its values, 2^120 in P too), per group (into P: scale_once_per_group; once for the
 // two vectors of a group of 2 W elements), by the row reader (any other layout), or by 4-bit
 // tables (spans of 32 in pairs, decode_widen); bf16 rows with several rows a key in pairs
 // too (pv_bf16_pairs, no scale).
@@ -177,7 +189,7 @@ pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, 
 #pragma GCC unroll 8
                 for (int m = 0; m < N / 2; ++m) {
                     __m512 lo, hi;
-                    decode_widen::e4m3_scaled_down_32<Arch>(at, 2 * m * W, lo, hi);
+                    decode_widen::e4m3_bits_32<Arch>(at, 2 * m * W, lo, hi);
                     x[2 * m] = lo;
                     x[2 * m + 1] = hi;
                     if (m % 2 == 0)  // this span's codes and the next one's, 64 bytes (or 32)
@@ -368,7 +380,7 @@ pv_sub_block_apart(const quant_layout &l, const row_reader<Arch, E> *val, int64_
     pv_sub_block<Arch, E, R, S, T>(l, val, n, p, ldp, ps, dim_v, group, o, ldo, ahead);
 }
 
-// After an E4M3 sub-block read its codes as f16 bits (decode_widen), the NaN code among them as
+// After an E4M3 sub-block read its codes as f32 bits (decode_widen), the NaN code among them as
 // a finite value: each column of rows val[0 .. n) holding the code gets p times a NaN, as
 // reading the row exactly gives (its other codes have the same values either way). Rows with
 // the code are rare: the sub-block's passes note whether any code they read is one, beside
@@ -397,6 +409,8 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     constexpr int W = int(xsimd::batch<float, Arch>::size);
     const int64_t dim_v = t.dim_v;
     const quant_layout lv = layout_of<Arch, E>(t.v, dim_v, 2 * W);
+    // DAZ held off while E4M3 codes are read as f32 bits
+    const decode_widen::denormals_kept<decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3> kept;
     for (int r = 0; r < R; ++r)
         for (int64_t d = 0; d < dim_v; ++d) o[r * ldo + d] *= rescale[r];
     constexpr int64_t max_keys = 64;  // the arrays below
@@ -421,11 +435,12 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                 if (l.e4m3 && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
             }
         }
-        // E4M3 codes read as 2^-8 of their values put 2^8 into p s: where a scale is so large
-        // that p s 2^8 could overflow (p <= 1), the sub-block's codes are read exactly instead.
-        if (l.e4m3 && !(largest <= std::numeric_limits<float>::max() / 512.0f)) l.e4m3 = false;
-        const float unit = l.e4m3 ? 256.0f : 1.0f;  // the factor the codes are read without
-        if (l.fold)  // p (s v) = (p s) v: the products p s as the old per-key ones, times 2^8 (E4M3)
+        // E4M3 codes read as 2^-120 of their values put 2^120 into p s: where a scale is so
+        // large (2^7 or more) that p s 2^120 could overflow (p <= 1), the sub-block's codes are
+        // read exactly instead.
+        if (l.e4m3 && !(largest <= std::numeric_limits<float>::max() / 0x1p121f)) l.e4m3 = false;
+        const float unit = l.e4m3 ? decode_widen::e4m3_p_unit : 1.0f;  // what the codes are read without
+        if (l.fold)  // p (s v) = (p s) v: the products p s as the old per-key ones, times 2^120 (E4M3)
             for (int r = 0; r < R; ++r)
                 for (int64_t c = 0; c < n; ++c) ps[r][c] = p[r * ldp + k0 + c] * scale[c] * unit;
         const pv_choice how = pv_choice_of<Arch, E, R>(l, t.v.scales.group);

@@ -42,7 +42,7 @@ struct quant_layout {
     bool zeros;     // zero points
     bool fold;      // one scale per row, no zero point: times the sum (K), into P (V)
     bool nibbles;   // 4-bit in groups of whole 32-element spans on AVX-512: tables (decode_widen)
-    bool e4m3;      // E4M3 folded on AVX-512: codes read as 2^-8 of their values, 2^8 in the scale
+    bool e4m3;      // E4M3 folded on AVX-512: codes read as 2^-120 of their values (decode_widen::e4m3_bits)
     bool channels;  // scales per channel (within a vector), the same for every key: folded into q
     bool bf16_pairs;  // bf16 rows in spans of 32 on AVX-512: even and odd elements by shift and mask
 };
@@ -78,7 +78,7 @@ quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
 }
 
 // acc[r * KEYS + k] += lane-wise products of q_r (rows q[r]) and key k over the whole vectors
-// of dim (without the scale where l.fold; 2^-8 of it where l.e4m3; l.channels: q times the
+// of dim (without the scale where l.fold; 2^-120 of the values where l.e4m3, q times 2^60; l.channels: q times the
 // channels' scales, the codes less the channels' zero points, zero[c] for element c). E4M3:
 // whether the keys' codes hold the NaN code, looked for as they are read (nan_seen).
 template <class Arch, class E, int RP, int KEYS>
@@ -108,7 +108,7 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
 #pragma GCC unroll 16
                 for (int k = 0; k < KEYS; ++k) {
                     __m512 lo, hi;
-                    decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, d, lo, hi);
+                    decode_widen::e4m3_bits_32<Arch>(key[k].p, d, lo, hi);
 #pragma GCC unroll 4
                     for (int r = 0; r < RP; ++r) {
                         const fbatch a = xsimd::fma(fbatch::load_unaligned(q[r] + d), fbatch(lo), acc[r * KEYS + k]);
@@ -119,7 +119,7 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
                 }
             }
             for (; d < dim; d += W) {
-                step(d, [&](int k, int64_t c) { return fbatch(decode_widen::e4m3_scaled_down<Arch>(key[k].p, c)); });
+                step(d, [&](int k, int64_t c) { return fbatch(decode_widen::e4m3_bits<Arch>(key[k].p, c)); });
                 for (int k = 0; k < KEYS; ++k) top = decode_widen::e4m3_low7_top<Arch>(key[k].p + d, W, top);
             }
             nan_seen = decode_widen::e4m3_has_nan_code<Arch>(top);
@@ -216,7 +216,7 @@ key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> 
                     __m512i top = _mm512_setzero_si512();
                     sums([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
                         __m512 lo, hi;
-                        decode_widen::e4m3_scaled_down_32<Arch>(key[k].p, i * W, lo, hi);
+                        decode_widen::e4m3_bits_32<Arch>(key[k].p, i * W, lo, hi);
                         x0 = lo;
                         x1 = hi;
                         if (i % 4 == 0)  // the codes of this step and the next, 64 bytes (or 32)

@@ -7,9 +7,12 @@
 //     VPERMPS (which read an index's low 4 bits) for 32 elements, where nibble masks, unpacking,
 //     sign extension and a conversion took seven instructions for 16. q is read in the same
 //     order (deinterleave_pairs); P V keeps its sums in it and restores the order when storing.
-//   FP8 E4M3: 32 (or 16) codes as f16 bits holding 2^-8 of their values (VPMOVSXBW, VPSLLW,
-//     VPAND, VCVTPH2PS), the 2^8 folded into the row's scale; the NaN code S.1111.111 reads as a
-//     finite value there, so the rows holding one are looked for and their NaNs put where an
+//   FP8 E4M3: 16 codes as the f32 bits of 2^-120 of their values (VPMOVSXBD, VPSLLD, VPAND),
+//     2^60 folded into q and 2^60 into the row's scale (scores), 2^120 into P times the scale
+//     (P V); through f16 (VPMOVSXBW, VPSLLW, VPAND, VCVTPH2PS, which counts twice) 32 codes
+//     took 10 vector operations against 8, and the score pass over one row a key (q in
+//     registers, rows of 128) 4.0-4.1 against 3.0 ns a key in a loop of its own in L1; the
+//     NaN code S.1111.111 reads as a finite value there, so the rows holding one are looked for and their NaNs put where an
 //     exact reading puts them (the scores of those keys; the columns of V). The decode passes
 //     look while they read (e4m3_low7_top on each 64 codes just loaded, beside the products: a
 //     scan of the rows after the products, a loop of its own over rows already read, took 15%
@@ -110,23 +113,46 @@ inline __m512 bf16_odd(__m512i words) {
     return _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(int32_t(0xffff0000u))));
 }
 
-// E4M3 codes c .. c+15 times 2^-8, exact (f16 normals and subnormals); NaN codes read finite.
+// E4M3 codes c .. c+15 as the f32 holding 2^-120 of their values, exact, NaN codes read finite:
+// sign-extended and shifted left 20, the exponent and mantissa S.EEEE.MMM land in f32's bits
+// 26 .. 20 (2^(E-127) 1.MMM for 2^(E-7) 1.MMM; subnormal codes become f32 subnormals, 2^-126
+// 0.MMM for 2^-6 0.MMM) and the sign in 31 .. 27, of which 30 .. 27 are cleared. A subnormal
+// input reads as 0 where MXCSR's DAZ is set: the passes that read codes this way hold DAZ
+// off meanwhile (denormals_kept).
 template <class Arch = xsimd::avx512f>
-inline __m512 e4m3_scaled_down(const uint8_t *row, int64_t c) {
-    // sign-extended and shifted left 7: the sign in bits 15 and 14, exponent and mantissa in
-    // bits 13 .. 7; bit 14 cleared leaves the f16 S.0EEEE.MMM0000000
-    const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + c)));
-    return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(int16_t(0xbf80))));
+inline __m512 e4m3_bits(const uint8_t *row, int64_t c) {
+    const __m512i w = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + c)));
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 20), _mm512_set1_epi32(int32_t(0x87f00000u))));
 }
-
-// The same for codes c .. c+31 as two vectors (the bit work on 32 at once).
 template <class Arch = xsimd::avx512f>
-inline void e4m3_scaled_down_32(const uint8_t *row, int64_t c, __m512 &lo, __m512 &hi) {
-    const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + c)));
-    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(w, 7), _mm512_set1_epi16(int16_t(0xbf80)));
-    lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-    hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+inline void e4m3_bits_32(const uint8_t *row, int64_t c, __m512 &lo, __m512 &hi) {
+    lo = e4m3_bits<Arch>(row, c);
+    hi = e4m3_bits<Arch>(row, c + 16);
 }
+// What the E4M3 codes read by e4m3_bits are missing: 2^120, met as 2^60 in q (times q before
+// the products, its rows less than 2^64 in magnitude) and 2^60 in the sum (times the row's
+// scale after it) for scores, all of it in P (times the row's scale) for P V. Powers of two
+// met exactly, so the same bits as reading the values exactly and folding the scales, within
+// f32's range.
+inline constexpr float e4m3_q_unit = 0x1p60f, e4m3_sum_unit = 0x1p60f, e4m3_p_unit = 0x1p120f;
+// MXCSR's DAZ cleared while a pass reads E4M3 codes as f32 bits, restored after (nothing
+// written where it was clear): with DAZ set, as a caller's may be, subnormal codes read as 0.
+template <bool Active>
+struct denormals_kept {
+    unsigned saved = 0;
+    denormals_kept() {
+        if constexpr (Active) {
+            saved = _mm_getcsr();
+            if (saved & 0x40u) _mm_setcsr(saved & ~0x40u);
+        }
+    }
+    ~denormals_kept() {
+        if constexpr (Active)
+            if (saved & 0x40u) _mm_setcsr(saved);
+    }
+    denormals_kept(const denormals_kept &) = delete;
+    denormals_kept &operator=(const denormals_kept &) = delete;
+};
 
 // top = the bytewise largest of top and the low 7 bits of codes 0 .. len-1 of an E4M3 row: a
 // row holds the NaN code S.1111.111 where a byte of it reaches 0x7f.
