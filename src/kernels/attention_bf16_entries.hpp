@@ -3,8 +3,9 @@
 // from it): bf16_pairs, the products of the stored values in bf16, and bf16_code_pairs, the
 // products of a quantized cache's codes, its scales outside them. Both take the f32 tiles'
 // blocks and scratch with K and V in the pair layouts, and only sequences with more rows than
-// the decode entry takes (which reads K and V once, in place, with exact products: bound by
-// memory, not by the products).
+// the decode entry takes (which reads K and V once, in place, with exact products in f32:
+// bound by memory where each K and V row serves one query row, by its vector operations where
+// several share it, e.g. 4 query heads a KV head: 64 multiply-adds a KV row at D128).
 // Needs -mavx512bf16: included only by src/kernels/arch/avx512_bf16.cpp.
 #pragma once
 
