@@ -78,8 +78,9 @@ quant_layout layout_of(const kv_rows &x, int64_t dim, int64_t span) {
 }
 
 // acc[r * KEYS + k] += lane-wise products of q_r (rows q[r]) and key k over the whole vectors
-// of dim (without the scale where l.fold; 2^-120 of the values where l.e4m3, q times 2^60; l.channels: q times the
-// channels' scales, the codes less the channels' zero points, zero[c] for element c). E4M3:
+// of dim (without the scale where l.fold; where l.e4m3, 2^-120 of the values and q times 2^60;
+// l.channels: q times the channels' scales, the codes less the channels' zero points, zero[c]
+// for element c). E4M3:
 // whether the keys' codes hold the NaN code, looked for as they are read (nan_seen).
 template <class Arch, class E, int RP, int KEYS>
 __attribute__((always_inline)) inline void

@@ -11,13 +11,14 @@
 //     2^60 folded into q and 2^60 into the row's scale (scores), 2^120 into P times the scale
 //     (P V); through f16 (VPMOVSXBW, VPSLLW, VPAND, VCVTPH2PS, which counts twice) 32 codes
 //     took 10 vector operations against 8, and the score pass over one row a key (q in
-//     registers, rows of 128) 4.0-4.1 against 3.0 ns a key in a loop of its own in L1; the
-//     NaN code S.1111.111 reads as a finite value there, so the rows holding one are looked for and their NaNs put where an
-//     exact reading puts them (the scores of those keys; the columns of V). The decode passes
-//     look while they read (e4m3_low7_top on each 64 codes just loaded, beside the products: a
-//     scan of the rows after the products, a loop of its own over rows already read, took 15%
-//     of the time of decoding over E4M3 with one row a KV head); each row of a block where
-//     they saw the code is then looked over alone (e4m3_row_has_nan).
+//     registers, rows of 128) 4.0-4.1 against 3.0 ns a key in a loop of its own in L1. The
+//     NaN code S.1111.111 reads as a finite value there, so the rows holding one are looked
+//     for and their NaNs put where an exact reading puts them (the scores of those keys; the
+//     columns of V). The decode passes look while they read (e4m3_low7_top on each 64 codes
+//     just loaded, beside the products: a scan of the rows after the products, a loop of its
+//     own over rows already read, took 15% of the time of decoding over E4M3 with one row a
+//     KV head); each row of a block where they saw the code is then looked over alone
+//     (e4m3_row_has_nan).
 //   bf16: 32 elements (64 bytes) at a time as the even and the odd ones, by a shift and a mask
 //     (bf16_even, bf16_odd), where 16 in order take a VPMOVZXWD (a shuffle) and a shift; for
 //     passes with several rows a key (H32 over 8 KV heads, D128, 1 thread, in cache: 3.5-7% less
