@@ -40,6 +40,36 @@
 ATTN_KERNELS_BEGIN
 namespace attention_decode_detail {
 
+// q rows as the score pass reads them, dim apart at qp: reordered in pairs (l.nibbles, bf16
+// pairs), or times a factor an element, qc[r] at row r: the channels' scales (l.channels, their
+// zero points into zero) or 2^60 (l.e4m3; q rows of 2^64 or more, whose products would
+// overflow, turn l.e4m3 off: their keys' codes are read exactly).
+template <class Arch, class E, int RP>
+void q_for_scores(const attention_tile &t, const float *const *q, bool bf16_pairs, quant_layout &l,
+                  float *qp, const float **qc, float *zero) {
+    const int64_t dim = t.dim_qk, group = t.k.scales.group;
+    if constexpr (decode_widen::available<Arch> && (E::bits == 4 || E::type == ATTN_DTYPE_BF16))
+        if (l.nibbles || bf16_pairs)
+            for (int r = 0; r < RP; ++r) decode_widen::deinterleave_pairs<Arch>(q[r], dim, qp + r * dim);
+    if (l.e4m3 && dim > max_pair_dim) l.e4m3 = false;
+    for (int r = 0; l.e4m3 && r < RP; ++r)
+        for (int64_t d = 0; d < dim; ++d)
+            if (!(std::fabs(q[r][d]) < 0x1p64f)) l.e4m3 = false;
+    const auto times = [&](auto factor) {
+        for (int r = 0; r < RP; ++r) {
+            for (int64_t d = 0; d < dim; ++d) qp[r * dim + d] = q[r][d] * factor(d);
+            qc[r] = qp + r * dim;
+        }
+    };
+    if (l.channels) {  // every key has the scales (and zero points) of key 0
+        const float *sc = t.k.scale_row(0), *ze = t.k.zero_row(0);
+        times([&](int64_t d) { return sc[d / group]; });
+        for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
+    } else if (l.e4m3) {
+        times([](int64_t) { return decode_widen::e4m3_q_unit; });
+    }
+}
+
 // s[r * lds + c] = q_r . k_{j0 + c} for r < R, c in [lo, hi), rows dim apart at qs: KEYS keys
 // x RP rows of lane-wise dot products at a time (KEYS * RP = W accumulators).
 template <class Arch, class E, int R>
@@ -53,33 +83,12 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     const float *q[RP];
     for (int r = 0; r < RP; ++r) q[r] = qs + (r < R ? r : 0) * dim;
     quant_layout l = layout_of<Arch, E>(t.k, dim, 32);
-    // q reordered in pairs (l.nibbles, bf16 pairs), times the channels' scales (l.channels) or
-    // times 2^60 (l.e4m3), rows dim apart
     alignas(64) float qp[RP * max_pair_dim], zero[max_pair_dim];
     const float *qc[RP];
     // bf16 rows in pairs where several rows share each key (one row reads key by key; in pairs
     // there too, it took the same 8.6-9.1 ns a KV row, H32 over 32 KV heads, Lk512, 1 thread)
     const bool bf16_pairs = l.bf16_pairs && RP > 1;
-    if constexpr (decode_widen::available<Arch> && (E::bits == 4 || E::type == ATTN_DTYPE_BF16))
-        if (l.nibbles || bf16_pairs)
-            for (int r = 0; r < RP; ++r) decode_widen::deinterleave_pairs<Arch>(q[r], dim, qp + r * dim);
-    if (l.channels) {  // every key has the scales (and zero points) of key 0
-        const float *sc = t.k.scale_row(0), *ze = t.k.zero_row(0);
-        for (int r = 0; r < RP; ++r) {
-            for (int64_t d = 0; d < dim; ++d) qp[r * dim + d] = q[r][d] * sc[d / group];
-            qc[r] = qp + r * dim;
-        }
-        for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
-    }
-    if (l.e4m3 && dim > max_pair_dim) l.e4m3 = false;
-    if (l.e4m3)  // (rows of 2^64 or more, whose products would overflow, read exactly instead)
-        for (int r = 0; r < RP; ++r) {
-            for (int64_t d = 0; d < dim; ++d) {
-                if (!(std::fabs(q[r][d]) < 0x1p64f)) l.e4m3 = false;
-                qp[r * dim + d] = q[r][d] * decode_widen::e4m3_q_unit;
-            }
-            qc[r] = qp + r * dim;
-        }
+    q_for_scores<Arch, E, RP>(t, q, bf16_pairs, l, qp, qc, zero);
     // DAZ held off while E4M3 codes are read as f32 bits
     const decode_widen::denormals_kept<decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3> kept;
     const float unit = l.e4m3 ? decode_widen::e4m3_sum_unit : 1.0f;  // what the sums are missing
