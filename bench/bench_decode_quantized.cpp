@@ -6,7 +6,9 @@
 //   (32, 256) and (8, 1024): 4 MiB of bf16, in cache, the kernel's own time at one and at four
 //   query rows a KV head}; cache: bf16, I8_row (int8, one scale per row),
 //   I8_g32 (int8, a scale per 32 elements: llama.cpp's q8_0), I4_g32 and U4_g32 (4-bit, a scale
-//   per 32 elements; U4 with zero points), FP8_E4M3_row.
+//   per 32 elements; U4 with zero points), FP8_E4M3_row; and bf16q: bf16 queries and output
+//   over the bf16 cache, on the highest f32 level (exact products in f32) and on avx512_bf16
+//   (bf16 pairs: the decode_pairs entry), for their ratio in one run.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
 // call: compare with machine/read_bw_decode of the same run, and each cache with bf16; of_read
 // is the fraction of the rate of reading those same bytes, the reads alternated with the calls
@@ -101,15 +103,19 @@ struct cache_data {
 };
 
 void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_kv, int64_t len_kv,
-                      attn_isa isa, int threads) {
+                      attn_isa isa, int threads, bool bf16_q) {
     const int64_t heads = 32, dim = 128;
     attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
+    if (ctx == nullptr) return state.SkipWithError("this CPU cannot run the level");
     const std::vector<float> q = random_floats(size_t(heads * dim), 1);
+    const std::vector<uint16_t> qb = to_bf16(q);
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, heads, 1, len_kv, dim);
+    if (bf16_q) d.q_type = d.out_type = ATTN_DTYPE_BF16;
     const cache_data cache(c, heads_kv, len_kv, dim, d);
     std::vector<float> out(q.size());
-    const auto call = [&] { return attn_sdpa(ctx, &d, q.data(), cache.k.data(), cache.v.data(), out.data()); };
+    const void *qp = bf16_q ? static_cast<const void *>(qb.data()) : q.data();
+    const auto call = [&] { return attn_sdpa(ctx, &d, qp, cache.k.data(), cache.v.data(), out.data()); };
     const double cpu_seconds = time_calls(state, call);
     const std::vector<byte_span> read = cache.spans(c);
     paired_read(state, isa, threads, read, call);
@@ -179,7 +185,22 @@ bool register_decode_quantized() {
                                           std::to_string(s[1]) + "_D128_" + c.name;
                 benchmark::RegisterBenchmark(
                     bench_name("decode_quantized", "simd", isa_name(isas.back()), threads, shape).c_str(),
-                    decode_quantized, c, s[0], s[1], isas.back(), threads)
+                    decode_quantized, c, s[0], s[1], isas.back(), threads, false)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+            }
+    // bf16 queries and output over the bf16 cache (bf16 products allowed): the f32 decode entry
+    // on the highest f32 level, and VDPBF16PS (decode_pairs) on the bf16 levels, in one run
+    std::vector<attn_isa> q16_levels{isas.back()};
+    if (!bf16_isas().empty()) q16_levels.push_back(bf16_isas().front());
+    for (const auto &s : shapes)
+        for (attn_isa isa : q16_levels)
+            for (int threads : {1, 2}) {
+                const std::string shape = "H32_KV" + std::to_string(s[0]) + "_Lk" +
+                                          std::to_string(s[1]) + "_D128_bf16q";
+                benchmark::RegisterBenchmark(
+                    bench_name("decode_quantized", "simd", isa_name(isa), threads, shape).c_str(),
+                    decode_quantized, caches[0], s[0], s[1], isa, threads, true)
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
             }

@@ -439,7 +439,7 @@ TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
         {8, 4, 5, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "f32_tiles", 1},  // 10 rows share a KV head
         {8, 8, decode_few_queries, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode", 4},
         {8, 8, decode_few_queries + 1, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "f32_tiles", 1},
-        {8, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode", 2},      // bf16 pairs: half the rows
+        {8, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode_pairs", 2},  // bf16 pairs: half the rows
         {8, 8, 9, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},
         {32, 8, 5, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "f32_tiles", 1},
         {32, 8, 8, ATTN_DTYPE_F32, ATTN_DTYPE_I8, "decode", 2},
@@ -449,6 +449,9 @@ TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
         {8, 8, decode_few_queries, ATTN_DTYPE_BF16, ATTN_DTYPE_I8, "decode", 4},  // code pairs
         {32, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_I8, "bf16_code_pairs", 1},
         {12, 1, 1, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "decode", 1},        // a decoding step: always
+        {32, 8, 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode_pairs", 1},  // 4 heads as a tile's rows
+        {32, 8, 1, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode", 1},         // exact products: f32
+        {8, 8, 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode", 1},         // one row a KV head
         {32, 2, 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},  // 16 heads as rows
     };
     for (const auto &e : table)
@@ -464,7 +467,8 @@ TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
                                             attn::ops::heads_as_rows_min_group, on};
             const attn::ops::sdpa_plan plan = attn::ops::plan_sdpa(d, k, 2);
             ASSERT_EQ(plan.sequences.size(), 1u);
-            const bool few = e.len_q > attn::kernels::attention_direct_rows && std::string(e.impl) == "decode";
+            const bool few = e.len_q > attn::kernels::attention_direct_rows &&
+                             std::string(e.impl).compare(0, 6, "decode") == 0;
             const char *packing = e.q != ATTN_DTYPE_BF16    ? "f32_tiles"
                                   : e.kv == ATTN_DTYPE_BF16 ? "bf16_pairs"
                                                             : "bf16_code_pairs";

@@ -249,6 +249,36 @@ struct block_passes {
     }
 };
 
+// The online softmax of a block's rows (scores ldp apart from s, row r's visible columns
+// seen[r]): S finished (core/scores.hpp's softcap, mask, ALiBi), m' = max(m, rowmax S),
+// P = exp_row(s_row, r, m') in place of S (returning P's lane-wise sums), l = l e^(m - m') +
+// sum P, rescale = e^(m - m'). A row with no finite score keeps P = 0: zeros where its
+// scores were, for the cols of the block.
+template <class Arch, class Exp>
+void block_softmax(const attention_tile &t, float *s, int64_t ldp, const key_range *seen,
+                   int64_t j0, int64_t cols, float *m, float *l, float *rescale, Exp &&exp_row) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < t.rows; ++r) {
+        float *s_row = s + r * ldp;
+        const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
+        const float block_max =
+            attention_detail::finish_score_row<Arch>(t, r, s_row, seen[r], mask_row, j0);
+        const float m_new = attention_detail::running_max<Arch>(m[r], block_max);
+        float factor = 1.0f, sum_p = 0.0f;
+        if (m_new != neg_inf) {  // else P = 0 (already so: all visible scores are -inf)
+            sum_p = reduce_add<Arch>(exp_row(s_row, r, m_new));
+            factor = __builtin_expf(m[r] - m_new);  // e^(-inf) = 0 for the first block
+        } else {
+            for (int64_t c = 0; c < round_up(cols, 2 * W); c += W) fbatch(0.0f).store_aligned(s_row + c);
+        }
+        rescale[r] = factor;
+        l[r] = l[r] * factor + sum_p;
+        m[r] = m_new;
+    }
+}
+
 // The keys from the first some row of the tile sees to the last (lo >= hi: none).
 inline key_range keys_some_row_sees(const attention_tile &t) {
     key_range any{t.key_end, t.key_begin};
@@ -331,25 +361,9 @@ void attention_decode_tile_of(const attention_tile &t) {
                                 listed, s, B);
 
         // online softmax per row: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m-m') + sum P
-        for (int64_t r = 0; r < rows; ++r) {
-            float *s_row = s + r * B;
-            const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
-            const float block_max =
-                attention_detail::finish_score_row<Arch>(t, r, s_row, seen[r], mask_row, j0);
-            const float m_new = attention_detail::running_max<Arch>(m[r], block_max);
-            float factor = 1.0f, sum_p = 0.0f;
-            if (m_new != neg_inf) {  // else P = 0 (already so: all visible scores are -inf)
-                sum_p = reduce_add<Arch>(
-                    attention_detail::exp_scores_row<Arch>(s_row, seen[r], m_new, t, r, j0));
-                factor = __builtin_expf(m[r] - m_new);  // e^(-inf) = 0 for the first block
-            } else {
-                for (int64_t c = seen[r].lo / W * W; c < seen[r].hi; c += W)
-                    fbatch(0.0f).store_aligned(s_row + c);
-            }
-            rescale[r] = factor;
-            l[r] = l[r] * factor + sum_p;
-            m[r] = m_new;
-        }
+        block_softmax<Arch>(t, s, B, seen, j0, cols, m, l, rescale, [&](float *s_row, int64_t r, float m_new) {
+            return attention_detail::exp_scores_row<Arch>(s_row, seen[r], m_new, t, r, j0);
+        });
 
         // O = O rescale + P V, every V row read once for all rows
         if (E::quantized || shared)

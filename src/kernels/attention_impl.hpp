@@ -6,6 +6,9 @@
 // it. Plain data, no xsimd: the drivers read it, the tables fill it.
 //
 // Today's entries, in the order they are tried:
+//   decode_pairs  the avx512_bf16 and amx levels, a bf16 cache when bf16 products are allowed:
+//               the decode entry's blocks with VDPBF16PS over K's pairs of dims and over pairs
+//               of keys of V, both read in place (attention_decode_pairs.hpp);
 //   decode      a few query rows (or a decoding step of a small head group, its heads as
 //               rows): K and V read in place, widened (and dequantized) in registers, nothing
 //               packed (attention_decode.hpp), attention_direct_rows rows a tile; a sequence
@@ -29,6 +32,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/formats.hpp"
 #include "core/kv_rows.hpp"
 
 namespace attn::kernels {
@@ -51,11 +55,15 @@ struct attention_impl {
     // The sequences it takes: at most max_queries query rows (0: any number), or up to
     // few_queries rows when the rows that share a KV head (query heads a KV head x rows) times
     // the bits of a K element are at most few_row_bits; when pair_products (code_pairs), only
-    // in calls that allow call_products::pairs (code_pairs).
+    // in calls that allow call_products::pairs (code_pairs); when bf16_kv_only, only over K
+    // and V stored in bf16 (read in place as pairs); only when at least min_shared_rows rows
+    // share a KV head (query heads a KV head x rows).
     int64_t max_queries;
     int64_t few_queries, few_row_bits;
+    int64_t min_shared_rows;
     bool pair_products;
     bool code_pairs;
+    bool bf16_kv_only;
     // Its tiles: query rows and keys per tile, keys per packed K panel, and the scratch of one
     // tile (64-byte aligned floats).
     int br, bc, nr;
@@ -80,37 +88,39 @@ struct attention_impl {
 
     bool packs() const { return pack_k != nullptr; }
     int64_t k_floats_per_key(int64_t dim_qk) const { return k_pairs ? (dim_qk + 1) / 2 : dim_qk; }
-    bool takes(int64_t queries, call_products allowed, int64_t group, int64_t kv_bits) const {
+    bool takes(int64_t queries, call_products allowed, int64_t group, int64_t kv_bits,
+               attn_dtype kv_type) const {
         return (max_queries == 0 || queries <= max_queries ||
                 (queries <= few_queries && group * queries * kv_bits <= few_row_bits)) &&
-               (!pair_products || allowed.pairs) && (!code_pairs || allowed.code_pairs);
+               (!pair_products || allowed.pairs) && (!code_pairs || allowed.code_pairs) &&
+               (!bf16_kv_only || kv_type == ATTN_DTYPE_BF16) && group * queries >= min_shared_rows;
     }
 };
 
 // An ISA's entries, best first; the last one takes every sequence.
 struct attention_impl_list {
-    static constexpr int capacity = 4;
+    static constexpr int capacity = 6;
     attention_impl entries[capacity];
     int count;
 
     // The first entry that takes a sequence of `queries` query rows, `group` query heads a
-    // KV head, over K elements of kv_bits bits. Where the call may run on an entry of bf16
-    // pairs, whose products run at twice the f32 rate, the few-rows rule counts twice the bits.
+    // KV head, over K and V of kv_type. Where the call may run on an entry of bf16 pairs,
+    // whose products run at twice the f32 rate, the few-rows rule counts twice the bits.
     const attention_impl &choose(int64_t queries, call_products allowed, int64_t group = 1,
-                                 int64_t kv_bits = 32) const {
+                                 attn_dtype kv_type = ATTN_DTYPE_F32) const {
         bool pairs = false;
         for (int i = 0; i < count; ++i)
             pairs |= (entries[i].pair_products && allowed.pairs) || (entries[i].code_pairs && allowed.code_pairs);
-        if (pairs) kv_bits *= 2;
+        const int64_t kv_bits = core::element_bits(kv_type) * (pairs ? 2 : 1);
         for (int i = 0; i + 1 < count; ++i)
-            if (entries[i].takes(queries, allowed, group, kv_bits)) return entries[i];
+            if (entries[i].takes(queries, allowed, group, kv_bits, kv_type)) return entries[i];
         return entries[count - 1];
     }
     // The first entry that packs K and takes `rows` rows (a decoding step's heads as the rows
     // of its tiles: ops/sdpa_plan.hpp).
     const attention_impl &choose_packing(int64_t rows, call_products allowed) const {
         for (int i = 0; i + 1 < count; ++i)
-            if (entries[i].packs() && entries[i].takes(rows, allowed, 1, 32)) return entries[i];
+            if (entries[i].packs() && entries[i].takes(rows, allowed, 1, 32, ATTN_DTYPE_F32)) return entries[i];
         return entries[count - 1];
     }
     // The entry called `name`, or null.

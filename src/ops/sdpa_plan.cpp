@@ -29,7 +29,7 @@ sequence_plan plan_sequence(const core::seq_rows &rows, int64_t b, const plan_ke
     const bool packing = s.heads_as_rows ||
                          (!k.few_rows_on_decode && s.queries > kernels::attention_direct_rows);
     s.impl = packing ? &k.impls->choose_packing(s.heads_as_rows ? group : s.queries, k.products)
-                     : &k.impls->choose(s.queries, k.products, group, core::element_bits(d.kv_type));
+                     : &k.impls->choose(s.queries, k.products, group, d.kv_type);
     const int64_t br = s.impl->br, bc = s.impl->bc;
     s.q_tiles = ceil_div(s.queries, br);
     if (s.heads_as_rows) {  // the group in as few tiles as br allows, of even size

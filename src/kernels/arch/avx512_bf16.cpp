@@ -7,6 +7,7 @@
 #include "kernels/instantiate.hpp"  // first: the intrinsics' pragmas (kernels/intrinsics.hpp)
 #include "kernels/attention_backward_bf16.hpp"
 #include "kernels/attention_bf16_entries.hpp"
+#include "kernels/attention_decode_pairs.hpp"
 #include "kernels/gemm_bf16.hpp"
 
 namespace attn::kernels {
@@ -33,6 +34,9 @@ const kernel_table *kernel_table_avx512_bf16() {
         // takes under ATTN_FPMATH_BF16 stay with it, on AMX tiles on the amx levels)
         t.attention_impls.insert_before("f32_tiles", attention_bf16_pairs_entry<arch>());
         t.attention_impls.insert_before("f32_tiles", attention_bf16_code_pairs_entry<arch>());
+        // decoding over a bf16 cache on bf16 pairs (attention_decode_pairs.hpp), before the
+        // decode entry, which keeps every other cache and the calls with exact products
+        t.attention_impls.insert_before("decode", attention_decode_pairs_entry<arch>());
         // the fused backward with its five products on bf16 pairs (attention_backward_bf16.hpp),
         // for calls whose products may all be bf16; its operands need no transposed copies
         t.attention_backward_scratch_floats_bf16 = &attention_backward_scratch_floats_bf16<arch>;
