@@ -238,8 +238,8 @@ bool register_decode_quantized() {
     for (const auto &f : few)
         for (attn_isa isa : f.bf16_q ? bf16_isas() : std::vector<attn_isa>{isas.back()})
             for (int64_t len_q : {5, 8, 16}) {
-                // (bf16 queries over bf16: pairs, twice the bits)
-                const int64_t bits = int64_t(attn_dtype_bits(f.c.type)) * (f.bf16_q ? 2 : 1);
+                // (bf16 queries over bf16: pairs both in place and packed, the bits as they are)
+                const int64_t bits = int64_t(attn_dtype_bits(f.c.type));
                 if (f.heads / 8 * len_q * bits > attn::kernels::decode_few_row_bits) continue;  // packed either way
                 for (const bool decode_entry : {true, false}) {
                     const std::string shape = "H" + std::to_string(f.heads) + "_KV8_Lq" + std::to_string(len_q) +

@@ -439,8 +439,9 @@ TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
         {8, 4, 5, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "f32_tiles", 1},  // 10 rows share a KV head
         {8, 8, decode_few_queries, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode", 4},
         {8, 8, decode_few_queries + 1, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "f32_tiles", 1},
-        {8, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode_pairs", 2},  // bf16 pairs: half the rows
-        {8, 8, 9, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},
+        {8, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode_pairs", 2},  // pairs both ways: all the rows
+        {8, 8, decode_few_queries, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode_pairs", 4},
+        {8, 8, decode_few_queries + 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},
         {32, 8, 5, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "f32_tiles", 1},
         {32, 8, 8, ATTN_DTYPE_F32, ATTN_DTYPE_I8, "decode", 2},
         {32, 8, 9, ATTN_DTYPE_F32, ATTN_DTYPE_I8, "f32_tiles", 1},

@@ -3,7 +3,8 @@
 // in place: kernels/attention_decode_pairs.hpp), the f32 decode entry elsewhere. Against the
 // float64 oracle on the stored values, within twice the error of the plain 16-bit computation
 // (f32 sums of the exact products, P rounded to bf16 as V is bf16) plus 4e-6; the shapes reach
-// every part of the kernel: 1 to 4 query heads a KV head (3 padded to 4), rows that see
+// every part of the kernel: 1 to 4 query heads a KV head (3 padded to 4), 1, 3 and 9 query
+// rows (9 of one head: tiles of 4, 4 and 1 rows, as few rows take them), rows that see
 // different keys (causal rows, windows: ranges of odd start and odd length, the last key
 // without a partner), dims that are not a multiple of 32 (masked spans), blocks of 512 keys,
 // split keys, every score option; V rows a window hides hold NaN and are never read; the same
@@ -37,7 +38,7 @@ std::vector<pairs_case> sweep() {
     const int64_t dims[][2] = {{128, 128}, {33, 80}, {64, 16}, {96, 40}};
     int variant = 0;
     for (const auto &heads : {std::pair<int64_t, int64_t>{4, 1}, {3, 1}, {2, 2}, {1, 1}})
-        for (int64_t len_q : {1, 3})
+        for (int64_t len_q : {1, 3, 9})
             for (int64_t len_kv : {1, 2, 31, 517, 1300}) {
                 const auto &d = dims[variant % 4];
                 const bool top_left = variant % 3 == 1;

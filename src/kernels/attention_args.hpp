@@ -16,14 +16,16 @@ inline constexpr int64_t attention_direct_rows = 4;
 
 // A sequence of up to decode_few_queries rows takes such tiles too when the rows that share one
 // packing of a KV head's K and V (query heads a KV head x rows) times the bits of a K element
-// are at most decode_few_row_bits (twice the bits where the call may take bf16 pairs, whose
-// products run at twice the f32 rate: attention_impl_list::choose): each tile of
+// are at most decode_few_row_bits (twice the bits where the call may pack them for bf16 pairs,
+// whose products run at twice the f32 rate, but not read them in place as pairs:
+// attention_impl_list::choose): each tile of
 // attention_direct_rows rows reads the keys again (from cache: a KV head's K and V of 4096 keys
 // are 2 MiB in bf16), where packing would be shared by that many rows. One thread, causal,
 // Lk4096 D128, against the packed tiles (bench/bench_decode_quantized.cpp's few_rows): one query
 // head a KV head, 5 rows 2.2x (bf16, I8) and 1.4x (f32) faster, 8 rows 1.9-2.0x / 1.4x, 16 rows
-// 1.2-1.3x (bf16, I8); bf16 queries over bf16 (pairs) 5 rows 1.35x, 8 rows 1.0-1.3x, 16 rows
-// 0.8x; four query heads a KV head over I8, 5 rows 1.5x, 8 rows 1.35x, 16 rows 0.88x.
+// 1.2-1.3x (bf16, I8); bf16 queries over bf16 (pairs on both sides: decode_pairs) 5 rows
+// 2.2-2.3x, 8 rows 1.7-2.2x, 16 rows 1.08-1.24x; four query heads a KV head over I8, 5 rows
+// 1.5x, 8 rows 1.35x, 16 rows 0.88x.
 inline constexpr int64_t decode_few_queries = 16;
 inline constexpr int64_t decode_few_row_bits = 256;
 

@@ -52,8 +52,8 @@ ATTN_ALWAYS_INLINE __m512i span32(const uint16_t *row, int64_t d, __mmask32 mask
 // The mask of the first n (< 32) elements of a span.
 inline __mmask32 first_elements(int64_t n) { return __mmask32((uint64_t(1) << n) - 1); }
 
-// acc[r KEYS + k] += the lane-wise pair products of q row r and key k over spans [0, spans)
-// (Tail: the one span at `spans`, masked).
+// acc[r KEYS + k] += the lane-wise pair products of q row r and key k over the spans of 32
+// elements from `from` to `to` (Tail: masked).
 template <int RP, int KEYS, bool Tail>
 ATTN_ALWAYS_INLINE void score_spans(const uint16_t *const *q, const bf16_reader *key, int64_t from,
                                     int64_t to, __mmask32 mask, fbatch (&acc)[RP * KEYS]) {
@@ -175,7 +175,8 @@ void pair_pv(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0, const 
     const __mmask32 tail = first_elements(dim_v - whole);
     for (int r = 0; r < R; ++r) {
         const __m512 f = _mm512_set1_ps(rescale[r]);
-        for (int64_t d = 0; d < ldo; d += 16) _mm512_storeu_ps(o + r * ldo + d, _mm512_mul_ps(f, _mm512_loadu_ps(o + r * ldo + d)));
+        float *row = o + r * ldo;
+        for (int64_t d = 0; d < ldo; d += 16) _mm512_storeu_ps(row + d, _mm512_mul_ps(f, _mm512_loadu_ps(row + d)));
     }
     const uint16_t *p16 = reinterpret_cast<const uint16_t *>(p);
     const int64_t ldp16 = 2 * ldp;

@@ -104,14 +104,20 @@ struct attention_impl_list {
     int count;
 
     // The first entry that takes a sequence of `queries` query rows, `group` query heads a
-    // KV head, over K and V of kv_type. Where the call may run on an entry of bf16 pairs,
-    // whose products run at twice the f32 rate, the few-rows rule counts twice the bits.
+    // KV head, over K and V of kv_type. Where the call may pack K and V for an entry of bf16
+    // pairs, whose products run at twice the f32 rate, while the entries reading them in place
+    // would take f32 products (a quantized cache under bf16 products), the few-rows rule counts
+    // twice the bits.
     const attention_impl &choose(int64_t queries, call_products allowed, int64_t group = 1,
                                  attn_dtype kv_type = ATTN_DTYPE_F32) const {
-        bool pairs = false;
-        for (int i = 0; i < count; ++i)
-            pairs |= (entries[i].pair_products && allowed.pairs) || (entries[i].code_pairs && allowed.code_pairs);
-        const int64_t kv_bits = core::element_bits(kv_type) * (pairs ? 2 : 1);
+        bool packed_pairs = false, in_place_pairs = false;
+        for (int i = 0; i < count; ++i) {
+            const attention_impl &e = entries[i];
+            if (!((e.pair_products && allowed.pairs) || (e.code_pairs && allowed.code_pairs))) continue;
+            if (e.packs()) packed_pairs = true;
+            else if (!e.bf16_kv_only || kv_type == ATTN_DTYPE_BF16) in_place_pairs = true;
+        }
+        const int64_t kv_bits = core::element_bits(kv_type) * (packed_pairs && !in_place_pairs ? 2 : 1);
         for (int i = 0; i + 1 < count; ++i)
             if (entries[i].takes(queries, allowed, group, kv_bits, kv_type)) return entries[i];
         return entries[count - 1];
