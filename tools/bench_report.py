@@ -36,9 +36,11 @@ TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 # The summary's decode table: one decoding step per KV cache type, as (type, op, shape) of
 # bench_decode.cpp and bench_decode_quantized.cpp: H32 over 8 KV heads, 4096 keys, D128 (each K
 # and V vector serves 4 query heads), and over 32 KV heads, 16384 keys (one query head a KV
-# head, the cache read from memory: 256 MiB in bf16), each type against bf16 of its shape.
+# head, the cache read from memory: 256 MiB in bf16), each type against bf16 of its shape
+# (f32 queries, but for the bf16 cache with bf16 queries: its pair products on the bf16 levels).
 DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
                    ("bf16", "decode_quantized", "H32_KV8_Lk4096_D128_bf16"),
+                   ("bf16, bf16 queries", "decode_quantized", "H32_KV8_Lk4096_D128_bf16q"),
                    ("I8, scale per row", "decode_quantized", "H32_KV8_Lk4096_D128_I8_row"),
                    ("I4, scale per 32", "decode_quantized", "H32_KV8_Lk4096_D128_I4_g32"),
                    ("bf16", "decode_quantized", "H32_KV32_Lk16384_D128_bf16"),
@@ -350,7 +352,9 @@ def decode_rows(run):
             r = run.one(op=op, impl=SIMD, threads=t, shape=shape)
             if r is None or not r.gbps:
                 continue
-            bw = run.one(op="machine", impl="read_bw_decode", isa=r.isa, threads=t)
+            # (the bf16 levels read memory with the avx512 level's code: its read_bw_decode)
+            bw_isa = "avx512" if r.isa in ("avx512_bf16", "amx") else r.isa
+            bw = run.one(op="machine", impl="read_bw_decode", isa=bw_isa, threads=t)
             rows.append([name, "_".join(shape.split("_")[:4]), r.isa, str(t),
                          fmt_ms(r), f"{r.gbps * 1e9 * r.seconds / 2 ** 20:.0f}", f"{r.gbps:.1f}",
                          f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a",
