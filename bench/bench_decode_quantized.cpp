@@ -8,7 +8,8 @@
 //   I8_g32 (int8, a scale per 32 elements: llama.cpp's q8_0), I4_g32 and U4_g32 (4-bit, a scale
 //   per 32 elements; U4 with zero points), FP8_E4M3_row; and bf16q: bf16 queries and output
 //   over the bf16 cache, on the highest f32 level (exact products in f32) and on avx512_bf16
-//   (bf16 pairs: the decode_pairs entry), for their ratio in one run.
+//   (bf16 pairs, the decode_pairs entry, at 8 KV heads; one query head a KV head takes the f32
+//   products there too), for their ratio in one run.
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
 // call: compare with machine/read_bw_decode of the same run, and each cache with bf16; of_read
 // is the fraction of the rate of reading those same bytes, the reads alternated with the calls
