@@ -182,6 +182,13 @@ void pv_ranges(int64_t rows, const key_range *seen, const float *p, int64_t ldp,
                          whole_vectors, o + r * ldo, ldo, rescale + r);
 }
 
+// Whether every row of the block sees exactly [lo, hi).
+inline bool rows_share(int64_t rows, const key_range *seen, int64_t lo, int64_t hi) {
+    for (int64_t r = 0; r < rows; ++r)
+        if (seen[r].lo != lo || seen[r].hi != hi) return false;
+    return true;
+}
+
 // The block's two passes where they read each K and V vector once for every row. Rows that all
 // see the same keys of the block (the heads of one KV head, or one row), whatever the cache's
 // type, take the passes of attention_decode_quantized.hpp, widening (or dequantizing) in
@@ -214,14 +221,9 @@ struct block_passes {
             if (out[r].hi < out[r].lo) out[r].hi = out[r].lo;
         }
     }
-    static bool shared(int64_t rows, const key_range *seen, int64_t lo, int64_t hi) {
-        for (int64_t r = 0; r < rows; ++r)
-            if (seen[r].lo != lo || seen[r].hi != hi) return false;
-        return true;
-    }
     void scores(const float *qs, int64_t rows, const key_range *seen, int64_t lo, int64_t hi,
                 int64_t j0, const float **at, float *s) const {
-        if (shared(rows, seen, lo, hi))  // every row sees [lo, hi): dequantized in registers
+        if (rows_share(rows, seen, lo, hi))  // every row sees [lo, hi): dequantized in registers
             return scores_in_registers<Arch, E>(t, rows, qs, lo, hi, j0, s, decode_block_keys);
         key_range part[attention_direct_rows];
         for (int64_t c0 = lo; c0 < hi; c0 += decode_pv_keys) {
@@ -234,7 +236,7 @@ struct block_passes {
     }
     void pv(int64_t rows, const key_range *seen, int64_t lo, int64_t hi, int64_t j0,
             const float **at, const float *p, float *o, const float *rescale) const {
-        if (shared(rows, seen, lo, hi))
+        if (rows_share(rows, seen, lo, hi))
             return pv_in_registers<Arch, E>(t, rows, lo, hi, j0, p, decode_block_keys, o, dv_pad,
                                             rescale, decode_pv_keys);
         alignas(64) static constexpr float ones[attention_direct_rows] = {1.0f, 1.0f, 1.0f, 1.0f};
@@ -248,6 +250,18 @@ struct block_passes {
         }
     }
 };
+
+// Every row's O (rows ldo apart) zero, and its m and l as its sink starts them (m = sink, l = 1;
+// no sink: -inf and 0).
+template <class Arch>
+void start_rows(const attention_tile &t, float *o, int64_t ldo, float *m, float *l) {
+    using fbatch = xsimd::batch<float, Arch>;
+    for (int64_t i = 0; i < t.rows * ldo; i += lanes<Arch>) fbatch(0.0f).store_aligned(o + i);
+    for (int64_t r = 0; r < t.rows; ++r) {
+        m[r] = attention_detail::row_sink(t, r);
+        l[r] = m[r] == -std::numeric_limits<float>::infinity() ? 0.0f : 1.0f;
+    }
+}
 
 // The online softmax of a block's rows (scores ldp apart from s, row r's visible columns
 // seen[r]): S finished (core/scores.hpp's softcap, mask, ALiBi), m' = max(m, rowmax S),
@@ -296,11 +310,9 @@ inline key_range keys_some_row_sees(const attention_tile &t) {
 template <class Arch, class E>
 void attention_decode_tile_of(const attention_tile &t) {
     using namespace attention_decode_detail;
-    using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
     constexpr int64_t B = decode_block_keys;
     static_assert(scores_fit<Arch>(), "decode scores must fit the tile's scores region");
-    const float neg_inf = -std::numeric_limits<float>::infinity();
     const attention_detail::scratch_layout<Arch> at(t.dim_qk, t.dim_v);
     float *qs = t.scratch + at.q_tile;
     float *s = t.scratch + at.scores;  // row r of the block's scores at s + r * B
@@ -314,11 +326,7 @@ void attention_decode_tile_of(const attention_tile &t) {
     using storage = typename E::storage;
 
     attention_detail::load_scaled_q<Arch>(t, qs);
-    for (int64_t i = 0; i < rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
-    for (int64_t r = 0; r < rows; ++r) {  // a sink starts the row: m = sink, l = 1
-        m[r] = attention_detail::row_sink(t, r);
-        l[r] = m[r] == neg_inf ? 0.0f : 1.0f;
-    }
+    start_rows<Arch>(t, o, dv_pad, m, l);
     const bool fetch_k = rows_share_pages(t.k), fetch_v = rows_share_pages(t.v);
     const block_passes<Arch, E> passes{t, t.scratch + at.k_panels, t.scratch + at.v_tile, dv_pad};
     const float *deq_at[B];  // a quantized cache's dequantized rows, by block column
@@ -346,7 +354,7 @@ void attention_decode_tile_of(const attention_tile &t) {
         // Rows seeing the same keys (and every quantized cache) take the passes that read each
         // K and V vector once for all rows (attention_decode_quantized.hpp), which find their
         // rows by reader; the others, the block's rows listed here.
-        const bool shared = block_passes<Arch, E>::shared(rows, seen, lo, hi);
+        const bool shared = rows_share(rows, seen, lo, hi);
         if constexpr (!E::quantized)
             if (!shared) {
                 t.k.rows_as<storage>(j0, listed, k_at);

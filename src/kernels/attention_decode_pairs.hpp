@@ -37,6 +37,7 @@ ATTN_KERNELS_BEGIN
 namespace attention_decode_pairs_detail {
 
 using attention_decode_detail::row_prefetch;
+using attention_decode_detail::with_rows;
 using bf16_walk = attention_decode_detail::row_walk<xsimd::avx512f, core::bf16_format>;
 using bf16_reader = row_reader<xsimd::avx512f, core::bf16_format>;
 using fbatch = xsimd::batch<float, xsimd::avx512f>;
@@ -169,7 +170,10 @@ ATTN_ALWAYS_INLINE void pv_spans(const bf16_reader *val, int64_t c0, int64_t c1,
 template <int R>
 void pair_pv(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0, const float *p,
              int64_t ldp, float *o, int64_t ldo, const float *rescale) {
-    constexpr int NS = R <= 2 ? 4 : 2;
+    // spans of V in registers: 2 NS accumulators a row, at most 16 for the rows (3 rows counted
+    // as 4), and no more than a D128 row's 4
+    constexpr int accumulators = 16, per_row = accumulators / (2 * (R == 3 ? 4 : R));
+    constexpr int NS = per_row < 4 ? per_row : 4;
     constexpr int64_t keys = attention_decode_detail::decode_pv_keys;
     const int64_t dim_v = t.dim_v, whole = dim_v / 32 * 32;
     const __mmask32 tail = first_elements(dim_v - whole);
@@ -179,7 +183,7 @@ void pair_pv(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0, const 
         for (int64_t d = 0; d < ldo; d += 16) _mm512_storeu_ps(row + d, _mm512_mul_ps(f, _mm512_loadu_ps(row + d)));
     }
     const uint16_t *p16 = reinterpret_cast<const uint16_t *>(p);
-    const int64_t ldp16 = 2 * ldp;
+    const int64_t ldp16 = ldp * int64_t(sizeof(float) / sizeof(uint16_t));  // P rows, in bf16 values
     const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0);
     const bf16_walk values(t.v, j0);
     bf16_reader val[keys];
@@ -188,7 +192,7 @@ void pair_pv(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0, const 
         const int64_t k1 = k0 + keys < hi ? k0 + keys : hi;
         values.readers(k0, k1 - k0, val);
         // V rows ahead, two a pair of keys, in the first pass over the sub-block's keys
-        const attention_decode_detail::v_prefetch next = ahead.v_ahead(k0, 2 * t.dim_v * 2), none{};
+        const attention_decode_detail::v_prefetch next = ahead.v_ahead(k0, 2 * ahead.v_bytes), none{};
         int64_t d = 0;
         for (; d + 32 * NS <= whole; d += 32 * NS)
             pv_spans<R, NS, false>(val, k0, k1, p16, ldp16, d, 0, o, ldo, d ? none : next);
@@ -210,26 +214,6 @@ inline void o_in_order(float *o, int64_t rows, int64_t ldo) {
         }
 }
 
-// The passes of rows 0 .. rows-1 that all see [lo, hi).
-inline void shared_scores(const attention_tile &t, int64_t rows, const uint16_t *const *q, int64_t lo,
-                          int64_t hi, int64_t j0, float *s, int64_t lds) {
-    switch (rows) {
-    case 1: return pair_scores<1>(t, q, lo, hi, j0, s, lds);
-    case 2: return pair_scores<2>(t, q, lo, hi, j0, s, lds);
-    case 3: return pair_scores<3>(t, q, lo, hi, j0, s, lds);
-    default: return pair_scores<4>(t, q, lo, hi, j0, s, lds);
-    }
-}
-inline void shared_pv(const attention_tile &t, int64_t rows, int64_t lo, int64_t hi, int64_t j0,
-                      const float *p, int64_t ldp, float *o, int64_t ldo, const float *rescale) {
-    switch (rows) {
-    case 1: return pair_pv<1>(t, lo, hi, j0, p, ldp, o, ldo, rescale);
-    case 2: return pair_pv<2>(t, lo, hi, j0, p, ldp, o, ldo, rescale);
-    case 3: return pair_pv<3>(t, lo, hi, j0, p, ldp, o, ldo, rescale);
-    default: return pair_pv<4>(t, lo, hi, j0, p, ldp, o, ldo, rescale);
-    }
-}
-
 }  // namespace attention_decode_pairs_detail
 
 // The tile (attention_args.hpp's contract) over a bf16 cache, products on bf16 pairs.
@@ -239,7 +223,6 @@ void attention_decode_tile_pairs(const attention_tile &t) {
     using attention_decode_detail::decode_block_keys;
     constexpr int64_t B = decode_block_keys;
     static_assert(attention_decode_detail::scores_fit<Arch>(), "decode scores must fit the tile's scores region");
-    const float neg_inf = -std::numeric_limits<float>::infinity();
     const attention_detail::scratch_layout<Arch> at(t.dim_qk, t.dim_v);
     float *qs = t.scratch + at.q_tile;  // q rows in bf16 pairs, where the weights tile finds them
     float *s = t.scratch + at.scores;   // row r of the block's scores (then P) at s + r * B
@@ -249,24 +232,21 @@ void attention_decode_tile_pairs(const attention_tile &t) {
     float *rescale = t.scratch + at.rescale;
     const int64_t rows = t.rows, ldo = attention_detail::round_up(t.dim_v, 32);
 
-    attention_bf16_detail::bf16_scores<Arch>::load_q(t, qs);
+    attention_bf16_detail::bf16_scores<Arch>::load_q(t, qs);  // row r at pair word r * pairs
     const uint16_t *q[attention_direct_rows];
     for (int64_t r = 0; r < rows; ++r)
-        q[r] = reinterpret_cast<const uint16_t *>(qs) + r * 2 * attention_bf16_detail::pairs_of(t.dim_qk);
-    for (int64_t i = 0; i < rows * ldo; i += 16) _mm512_storeu_ps(o + i, _mm512_setzero_ps());
-    for (int64_t r = 0; r < rows; ++r) {  // a sink starts the row: m = sink, l = 1
-        m[r] = attention_detail::row_sink(t, r);
-        l[r] = m[r] == neg_inf ? 0.0f : 1.0f;
-    }
+        q[r] = reinterpret_cast<const uint16_t *>(reinterpret_cast<const uint32_t *>(qs) +
+                                                  r * attention_bf16_detail::pairs_of(t.dim_qk));
+    attention_decode_detail::start_rows<Arch>(t, o, ldo, m, l);
     const key_range any = attention_decode_detail::keys_some_row_sees(t);
     for (int64_t j0 = any.lo; j0 < any.hi; j0 += B) {
         const int64_t cols = any.hi - j0 < B ? any.hi - j0 : B;
         key_range seen[attention_direct_rows];
         for (int64_t r = 0; r < rows; ++r) seen[r] = attention_detail::tile_columns(t, r, j0, cols);
-        const bool shared = attention_decode_detail::block_passes<Arch, core::bf16_format>::shared(
-            rows, seen, seen[0].lo, seen[0].hi);
+        const int64_t lo = seen[0].lo, hi = seen[0].hi;
+        const bool shared = attention_decode_detail::rows_share(rows, seen, lo, hi);
         if (shared)
-            shared_scores(t, rows, q, seen[0].lo, seen[0].hi, j0, s, B);
+            with_rows(rows, [&](auto r) { pair_scores<decltype(r)::value>(t, q, lo, hi, j0, s, B); });
         else
             for (int64_t r = 0; r < rows; ++r)
                 pair_scores<1>(t, q + r, seen[r].lo, seen[r].hi, j0, s + r * B, B);
@@ -275,7 +255,7 @@ void attention_decode_tile_pairs(const attention_tile &t) {
                 return attention_bf16_detail::exp_row_pairs<Arch>(t, s_row, seen[r], m_new, r, j0, cols, nullptr);
             });
         if (shared)
-            shared_pv(t, rows, seen[0].lo, seen[0].hi, j0, s, B, o, ldo, rescale);
+            with_rows(rows, [&](auto r) { pair_pv<decltype(r)::value>(t, lo, hi, j0, s, B, o, ldo, rescale); });
         else
             for (int64_t r = 0; r < rows; ++r)
                 pair_pv<1>(t, seen[r].lo, seen[r].hi, j0, s + r * B, B, o + r * ldo, ldo, rescale + r);

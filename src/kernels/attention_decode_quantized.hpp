@@ -501,27 +501,31 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     }
 }
 
+// f(std::integral_constant<int, R>{}) for R = rows, 1 .. attention_direct_rows: the passes
+// instantiated per count of rows.
+template <class F>
+ATTN_ALWAYS_INLINE void with_rows(int64_t rows, F &&f) {
+    switch (rows) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    default: return f(std::integral_constant<int, 4>{});
+    }
+}
+
 // The two passes for 1 .. attention_direct_rows rows sharing [lo, hi).
 template <class Arch, class E>
 void scores_in_registers(const attention_tile &t, int64_t rows, const float *qs, int64_t lo,
                          int64_t hi, int64_t j0, float *s, int64_t lds) {
-    switch (rows) {
-    case 1: return scores_in_registers<Arch, E, 1>(t, qs, lo, hi, j0, s, lds);
-    case 2: return scores_in_registers<Arch, E, 2>(t, qs, lo, hi, j0, s, lds);
-    case 3: return scores_in_registers<Arch, E, 3>(t, qs, lo, hi, j0, s, lds);
-    default: return scores_in_registers<Arch, E, 4>(t, qs, lo, hi, j0, s, lds);
-    }
+    with_rows(rows, [&](auto r) { scores_in_registers<Arch, E, decltype(r)::value>(t, qs, lo, hi, j0, s, lds); });
 }
 template <class Arch, class E>
 void pv_in_registers(const attention_tile &t, int64_t rows, int64_t lo, int64_t hi, int64_t j0,
                      const float *p, int64_t ldp, float *o, int64_t ldo, const float *rescale,
                      int64_t keys) {
-    switch (rows) {
-    case 1: return pv_in_registers<Arch, E, 1>(t, lo, hi, j0, p, ldp, o, ldo, rescale, keys);
-    case 2: return pv_in_registers<Arch, E, 2>(t, lo, hi, j0, p, ldp, o, ldo, rescale, keys);
-    case 3: return pv_in_registers<Arch, E, 3>(t, lo, hi, j0, p, ldp, o, ldo, rescale, keys);
-    default: return pv_in_registers<Arch, E, 4>(t, lo, hi, j0, p, ldp, o, ldo, rescale, keys);
-    }
+    with_rows(rows, [&](auto r) {
+        pv_in_registers<Arch, E, decltype(r)::value>(t, lo, hi, j0, p, ldp, o, ldo, rescale, keys);
+    });
 }
 
 }  // namespace attention_decode_detail

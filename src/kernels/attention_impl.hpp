@@ -93,7 +93,13 @@ struct attention_impl {
         return (max_queries == 0 || queries <= max_queries ||
                 (queries <= few_queries && group * queries * kv_bits <= few_row_bits)) &&
                (!pair_products || allowed.pairs) && (!code_pairs || allowed.code_pairs) &&
-               (!bf16_kv_only || kv_type == ATTN_DTYPE_BF16) && group * queries >= min_shared_rows;
+               reads(kv_type) && group * queries >= min_shared_rows;
+    }
+    // Whether it takes K and V of kv_type at all.
+    bool reads(attn_dtype kv_type) const { return !bf16_kv_only || kv_type == ATTN_DTYPE_BF16; }
+    // Whether its products are bf16 pairs in a call that allows them.
+    bool runs_pairs(call_products allowed) const {
+        return (pair_products && allowed.pairs) || (code_pairs && allowed.code_pairs);
     }
 };
 
@@ -113,9 +119,9 @@ struct attention_impl_list {
         bool packed_pairs = false, in_place_pairs = false;
         for (int i = 0; i < count; ++i) {
             const attention_impl &e = entries[i];
-            if (!((e.pair_products && allowed.pairs) || (e.code_pairs && allowed.code_pairs))) continue;
+            if (!e.runs_pairs(allowed)) continue;
             if (e.packs()) packed_pairs = true;
-            else if (!e.bf16_kv_only || kv_type == ATTN_DTYPE_BF16) in_place_pairs = true;
+            else if (e.reads(kv_type)) in_place_pairs = true;
         }
         const int64_t kv_bits = core::element_bits(kv_type) * (packed_pairs && !in_place_pairs ? 2 : 1);
         for (int i = 0; i + 1 < count; ++i)
