@@ -9,7 +9,8 @@
 //   per 32 elements; U4 with zero points), FP8_E4M3_row; and bf16q: bf16 queries and output
 //   over the bf16 cache, on the highest f32 level (exact products in f32) and on avx512_bf16
 //   (bf16 pairs, the decode_pairs entry, at 8 KV heads; one query head a KV head takes the f32
-//   products there too), for their ratio in one run.
+//   products there too), for their ratio in one run; the bf16 cache with f32 queries on
+//   avx512_bf16 too (decode_pv_pairs at 8 KV heads: S exact in f32, P V on pairs).
 // GB/s counts the bytes of the stored values and of their scales and zero points, read once per
 // call: compare with machine/read_bw_decode of the same run, and each cache with bf16; of_read
 // is the fraction of the rate of reading those same bytes, the reads alternated with the calls
@@ -179,17 +180,22 @@ bool register_decode_quantized() {
                                       {"U4_g32", ATTN_DTYPE_U4, 32, true},
                                       {"FP8_E4M3_row", ATTN_DTYPE_FP8_E4M3, 0, false}};
     const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}, {32, 16384}, {32, 256}, {8, 1024}};  // {heads_kv, len_kv}
+    // the bf16 cache (f32 queries) also on the first bf16 level: P V on pairs there
+    // (decode_pv_pairs) where several query heads share a KV head
     for (const auto &s : shapes)
         for (const quantized_cache &c : caches)
-            for (int threads : {1, 2}) {
-                const std::string shape = "H32_KV" + std::to_string(s[0]) + "_Lk" +
-                                          std::to_string(s[1]) + "_D128_" + c.name;
-                benchmark::RegisterBenchmark(
-                    bench_name("decode_quantized", "simd", isa_name(isas.back()), threads, shape).c_str(),
-                    decode_quantized, c, s[0], s[1], isas.back(), threads, false)
-                    ->UseRealTime()
-                    ->Unit(benchmark::kMillisecond);
-            }
+            for (attn_isa isa : c.type == ATTN_DTYPE_BF16 && !bf16_isas().empty()
+                                    ? std::vector<attn_isa>{isas.back(), bf16_isas().front()}
+                                    : std::vector<attn_isa>{isas.back()})
+                for (int threads : {1, 2}) {
+                    const std::string shape = "H32_KV" + std::to_string(s[0]) + "_Lk" +
+                                              std::to_string(s[1]) + "_D128_" + c.name;
+                    benchmark::RegisterBenchmark(
+                        bench_name("decode_quantized", "simd", isa_name(isa), threads, shape).c_str(),
+                        decode_quantized, c, s[0], s[1], isa, threads, false)
+                        ->UseRealTime()
+                        ->Unit(benchmark::kMillisecond);
+                }
     // bf16 queries and output over the bf16 cache (bf16 products allowed): the f32 decode entry
     // on the highest f32 level, and VDPBF16PS (decode_pairs) on the bf16 levels, in one run
     std::vector<attn_isa> q16_levels{isas.back()};

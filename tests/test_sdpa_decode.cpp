@@ -437,7 +437,7 @@ TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
         {8, 8, 8, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "decode", 2},
         {8, 8, 9, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "f32_tiles", 1},
         {8, 4, 5, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "f32_tiles", 1},  // 10 rows share a KV head
-        {8, 8, decode_few_queries, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode", 4},
+        {8, 8, decode_few_queries, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode_pv_pairs", 4},
         {8, 8, decode_few_queries + 1, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "f32_tiles", 1},
         {8, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode_pairs", 2},  // pairs both ways: all the rows
         {8, 8, decode_few_queries, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode_pairs", 4},
@@ -451,7 +451,10 @@ TEST(SdpaFewRowsPlan, DecodeEntryUpToItsLimitThenPackedTiles) {
         {32, 8, 8, ATTN_DTYPE_BF16, ATTN_DTYPE_I8, "bf16_code_pairs", 1},
         {12, 1, 1, ATTN_DTYPE_F32, ATTN_DTYPE_F32, "decode", 1},        // a decoding step: always
         {32, 8, 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode_pairs", 1},  // 4 heads as a tile's rows
-        {32, 8, 1, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode", 1},         // exact products: f32
+        {32, 8, 1, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode_pv_pairs", 1},  // S exact, P V on pairs
+        {32, 8, 1, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, "decode_pv_pairs", 1},
+        {8, 8, 1, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, "decode", 1},          // one row a KV head
+        {32, 8, 1, ATTN_DTYPE_F32, ATTN_DTYPE_F16, "decode", 1},          // V not bf16
         {8, 8, 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "decode", 1},         // one row a KV head
         {32, 2, 1, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, "bf16_pairs", 1},  // 16 heads as rows
     };

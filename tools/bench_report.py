@@ -37,7 +37,8 @@ TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 # bench_decode.cpp and bench_decode_quantized.cpp: H32 over 8 KV heads, 4096 keys, D128 (each K
 # and V vector serves 4 query heads), and over 32 KV heads, 16384 keys (one query head a KV
 # head, the cache read from memory: 256 MiB in bf16), each type against bf16 of its shape
-# (f32 queries, but for the bf16 cache with bf16 queries: its pair products on the bf16 levels).
+# (f32 queries, but for the bf16 cache with bf16 queries: its pair products on the bf16 levels),
+# each on the best level that ran it (the bf16 cache's P V on pairs at 8 KV heads there).
 DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
                    ("bf16", "decode_quantized", "H32_KV8_Lk4096_D128_bf16"),
                    ("bf16, bf16 queries", "decode_quantized", "H32_KV8_Lk4096_D128_bf16q"),

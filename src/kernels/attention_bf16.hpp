@@ -117,7 +117,9 @@ void tile_scores_pairs(const attention_tile &t, int64_t j0, const uint32_t *q, i
 // p_scale[c] when given where P is not 0 (a hidden key's P stays 0 whatever its scale), then
 // rounded to bf16; 0 in every other column, and everywhere while nothing is visible (m =
 // -inf). Returns the lane-wise sum of P before dropout and scales. The writes trail the reads.
-template <class Arch>
+// F32Exp: e^(S - m) by the f32 paths' exponential (softmax_exp) instead, where the weights of
+// the rows are the f32 tiles' (P rounded to bf16 all the same).
+template <class Arch, bool F32Exp = false>
 xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, key_range seen,
                                         float m, int64_t r, int64_t j0, int64_t cols,
                                         const float *p_scale) {
@@ -133,7 +135,8 @@ xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, k
     const uint32_t key = t.dropout_keys ? t.dropout_keys[r] : 0;
     auto span = [&](auto dropout, auto scaled) {  // one loop per case, no test in it
         for (int64_t c = from; c < to; c += W) {
-            fbatch p = exp_for_bf16<Arch>(fbatch::load_aligned(s_row + c) - shift);
+            const fbatch arg = fbatch::load_aligned(s_row + c) - shift;
+            fbatch p = F32Exp ? attention_detail::softmax_exp<Arch>(arg) : exp_for_bf16<Arch>(arg);
             sum += p;
             if constexpr (decltype(dropout)::value)
                 p = attention_detail::apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold,

@@ -216,15 +216,19 @@ inline void o_in_order(float *o, int64_t rows, int64_t ldo) {
 
 }  // namespace attention_decode_pairs_detail
 
-// The tile (attention_args.hpp's contract) over a bf16 cache, products on bf16 pairs.
-template <class Arch>
-void attention_decode_tile_pairs(const attention_tile &t) {
+// The tile (attention_args.hpp's contract) over a bf16 cache, products on bf16 pairs; with
+// ExactScores, S of f32 queries as the decode entry forms it (q scaled in f32, K widened in
+// registers, exact products: attention_decode_quantized.hpp's score pass), P (by the f32
+// exponential, for the f32 weights tile) rounded to bf16 and P V on pairs all the same, as
+// attn.h allows where V is bf16.
+template <class Arch, bool ExactScores>
+void attention_decode_tile_pairs_of(const attention_tile &t) {
     using namespace attention_decode_pairs_detail;
     using attention_decode_detail::decode_block_keys;
     constexpr int64_t B = decode_block_keys;
     static_assert(attention_decode_detail::scores_fit<Arch>(), "decode scores must fit the tile's scores region");
     const attention_detail::scratch_layout<Arch> at(t.dim_qk, t.dim_v);
-    float *qs = t.scratch + at.q_tile;  // q rows in bf16 pairs, where the weights tile finds them
+    float *qs = t.scratch + at.q_tile;  // q rows (bf16 pairs, or scaled f32) where the weights tile finds them
     float *s = t.scratch + at.scores;   // row r of the block's scores (then P) at s + r * B
     float *o = t.scratch + at.o_tile;   // interleaved, rows ldo apart
     float *m = t.scratch + at.row_max;
@@ -232,11 +236,15 @@ void attention_decode_tile_pairs(const attention_tile &t) {
     float *rescale = t.scratch + at.rescale;
     const int64_t rows = t.rows, ldo = attention_detail::round_up(t.dim_v, 32);
 
-    attention_bf16_detail::bf16_scores<Arch>::load_q(t, qs);  // row r at pair word r * pairs
     const uint16_t *q[attention_direct_rows];
-    for (int64_t r = 0; r < rows; ++r)
-        q[r] = reinterpret_cast<const uint16_t *>(reinterpret_cast<const uint32_t *>(qs) +
-                                                  r * attention_bf16_detail::pairs_of(t.dim_qk));
+    if constexpr (ExactScores) {
+        attention_detail::load_scaled_q<Arch>(t, qs);  // row r at qs + r * dim_qk
+    } else {
+        attention_bf16_detail::bf16_scores<Arch>::load_q(t, qs);  // row r at pair word r * pairs
+        for (int64_t r = 0; r < rows; ++r)
+            q[r] = reinterpret_cast<const uint16_t *>(reinterpret_cast<const uint32_t *>(qs) +
+                                                      r * attention_bf16_detail::pairs_of(t.dim_qk));
+    }
     attention_decode_detail::start_rows<Arch>(t, o, ldo, m, l);
     const key_range any = attention_decode_detail::keys_some_row_sees(t);
     for (int64_t j0 = any.lo; j0 < any.hi; j0 += B) {
@@ -245,14 +253,25 @@ void attention_decode_tile_pairs(const attention_tile &t) {
         for (int64_t r = 0; r < rows; ++r) seen[r] = attention_detail::tile_columns(t, r, j0, cols);
         const int64_t lo = seen[0].lo, hi = seen[0].hi;
         const bool shared = attention_decode_detail::rows_share(rows, seen, lo, hi);
-        if (shared)
-            with_rows(rows, [&](auto r) { pair_scores<decltype(r)::value>(t, q, lo, hi, j0, s, B); });
-        else
-            for (int64_t r = 0; r < rows; ++r)
-                pair_scores<1>(t, q + r, seen[r].lo, seen[r].hi, j0, s + r * B, B);
+        if constexpr (ExactScores) {
+            using attention_decode_detail::scores_in_registers;
+            if (shared)
+                scores_in_registers<Arch, core::bf16_format>(t, rows, qs, lo, hi, j0, s, B);
+            else
+                for (int64_t r = 0; r < rows; ++r)
+                    scores_in_registers<Arch, core::bf16_format>(t, 1, qs + r * t.dim_qk, seen[r].lo,
+                                                                 seen[r].hi, j0, s + r * B, B);
+        } else {
+            if (shared)
+                with_rows(rows, [&](auto r) { pair_scores<decltype(r)::value>(t, q, lo, hi, j0, s, B); });
+            else
+                for (int64_t r = 0; r < rows; ++r)
+                    pair_scores<1>(t, q + r, seen[r].lo, seen[r].hi, j0, s + r * B, B);
+        }
         attention_decode_detail::block_softmax<Arch>(
             t, s, B, seen, j0, cols, m, l, rescale, [&](float *s_row, int64_t r, float m_new) {
-                return attention_bf16_detail::exp_row_pairs<Arch>(t, s_row, seen[r], m_new, r, j0, cols, nullptr);
+                return attention_bf16_detail::exp_row_pairs<Arch, ExactScores>(t, s_row, seen[r], m_new,
+                                                                              r, j0, cols, nullptr);
             });
         if (shared)
             with_rows(rows, [&](auto r) { pair_pv<decltype(r)::value>(t, lo, hi, j0, s, B, o, ldo, rescale); });
@@ -275,8 +294,22 @@ attention_impl attention_decode_pairs_entry() {
     e.pair_products = true;
     e.bf16_kv_only = true;
     e.min_shared_rows = 2;
-    e.forward_tile = &attention_decode_tile_pairs<Arch>;
+    e.forward_tile = &attention_decode_tile_pairs_of<Arch, false>;
     e.weights_tile = &attention_weights_tile_bf16<Arch>;
+    return e;
+}
+
+// The entry of the same sequences where the products must be exact in f32 (f32 or f16
+// queries): S as the decode entry forms it, P rounded to bf16 and P V on pairs (V is bf16), at
+// four query heads a KV head 8 VDPBF16PS and 4 unpacks a key for P V against 32 multiply-adds
+// and 8 widening operations; the weights are the decode entry's. Tried after decode_pairs.
+template <class Arch>
+attention_impl attention_decode_pv_pairs_entry() {
+    attention_impl e = attention_decode_entry<Arch>();
+    e.name = "decode_pv_pairs";
+    e.bf16_kv_only = true;
+    e.min_shared_rows = 2;
+    e.forward_tile = &attention_decode_tile_pairs_of<Arch, true>;
     return e;
 }
 

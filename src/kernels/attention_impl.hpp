@@ -9,6 +9,9 @@
 //   decode_pairs  the avx512_bf16 and amx levels, a bf16 cache when bf16 products are allowed:
 //               the decode entry's blocks with VDPBF16PS over K's pairs of dims and over pairs
 //               of keys of V, both read in place (attention_decode_pairs.hpp);
+//   decode_pv_pairs  the same levels, a bf16 cache where the products must be exact (f32 or f16
+//               queries) and several rows share a KV head: S as the decode entry forms it, P
+//               rounded to bf16 and P V on VDPBF16PS as in decode_pairs;
 //   decode      a few query rows (or a decoding step of a small head group, its heads as
 //               rows): K and V read in place, widened (and dequantized) in registers, nothing
 //               packed (attention_decode.hpp), attention_direct_rows rows a tile; a sequence
@@ -105,7 +108,7 @@ struct attention_impl {
 
 // An ISA's entries, best first; the last one takes every sequence.
 struct attention_impl_list {
-    static constexpr int capacity = 6;
+    static constexpr int capacity = 8;
     attention_impl entries[capacity];
     int count;
 

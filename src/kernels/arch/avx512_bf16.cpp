@@ -35,8 +35,10 @@ const kernel_table *kernel_table_avx512_bf16() {
         t.attention_impls.insert_before("f32_tiles", attention_bf16_pairs_entry<arch>());
         t.attention_impls.insert_before("f32_tiles", attention_bf16_code_pairs_entry<arch>());
         // decoding over a bf16 cache on bf16 pairs (attention_decode_pairs.hpp), before the
-        // decode entry, which keeps every other cache and the calls with exact products
+        // decode entry, which keeps every other cache and one row a KV head: all the products
+        // where they may be bf16, else P V alone (S exact in f32)
         t.attention_impls.insert_before("decode", attention_decode_pairs_entry<arch>());
+        t.attention_impls.insert_before("decode", attention_decode_pv_pairs_entry<arch>());
         // the fused backward with its five products on bf16 pairs (attention_backward_bf16.hpp),
         // for calls whose products may all be bf16; its operands need no transposed copies
         t.attention_backward_scratch_floats_bf16 = &attention_backward_scratch_floats_bf16<arch>;
