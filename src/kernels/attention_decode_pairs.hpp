@@ -16,6 +16,9 @@
 // Rows that do not all see the same keys (windows, causal limits of a sequence's rows) take the
 // same passes one row at a time, each over its own keys. The weights of a tile are the bf16-pair
 // tiles' (attention_bf16.hpp), which find q in the same pairs.
+// Where the products must be exact (f32 or f16 queries), the same tile with ExactScores takes S
+// from the decode entry's score pass (f32 q, K widened in registers) and keeps P V on pairs, V
+// being bf16 (the decode_pv_pairs entry; the decode entry's weights).
 // Needs -mavx512bf16: included only by src/kernels/arch/avx512_bf16.cpp.
 #pragma once
 
