@@ -156,6 +156,8 @@ const typed_case cases[] = {
     {"decode 3 rows, odd dims", 2, 2, 2, 3, 700, 45, 37, ATTN_CAUSAL_BOTTOM_RIGHT, true, false,
      false, true},
     {"decode 1 row D128", 1, 4, 4, 1, 2100, 128, 128, ATTN_CAUSAL_NONE, false, false, true, true},
+    {"decode 1 row GQA, dropout", 1, 8, 2, 1, 900, 64, 64, ATTN_CAUSAL_NONE, false, false, true,
+     true},
 };
 
 class SdpaTyped : public path_test {};
