@@ -10,8 +10,9 @@
 // (P times the sub-block's scales once, so that the products broadcast from memory), and so is
 // a scale per group for one row (scale_once_per_group). On AVX-512, 4-bit codes are read
 // through 16-entry tables (each group's scale and zero point in its table) and E4M3 codes as the
-// f32 bits of 2^-120 of their values, 2^60 in q and in the scale (scores), 2^120 in P times the
-// scale (decode_widen.hpp; V rows whose scale is 2^7 or more, and q rows of 2^64 or more, read
+// f32 bits of 2^-120 of their values, 64 at a time in the quads' order (q reordered to match,
+// P V's sums put back as they are stored), 2^60 in q and in the scale (scores), 2^120 in P
+// times the scale (decode_widen.hpp; V rows whose scale is 2^7 or more, and q rows of 2^64 or more, read
 // exactly instead), and bf16 rows shared by several rows as their even and
 // odd elements (a shift and a mask for 32 elements, no shuffle), q and the sums of P V in that
 // order too. K and V rows ahead are prefetched (decode_rows.hpp): K's
@@ -52,9 +53,8 @@ void q_for_scores(const attention_tile &t, const float *const *q, bool bf16_pair
         if (l.nibbles || bf16_pairs)
             for (int r = 0; r < RP; ++r) decode_widen::deinterleave_pairs<Arch>(q[r], dim, qp + r * dim);
     if (l.e4m3 && dim > max_pair_dim) l.e4m3 = false;
-    for (int r = 0; l.e4m3 && r < RP; ++r)
-        for (int64_t d = 0; d < dim; ++d)
-            if (!(std::fabs(q[r][d]) < 0x1p64f)) l.e4m3 = false;
+    if constexpr (decode_widen::available<Arch>)
+        for (int r = 0; l.e4m3 && r < RP; ++r) l.e4m3 = decode_widen::all_below<Arch>(q[r], dim, 0x1p64f);
     const auto times = [&](auto factor) {
         for (int r = 0; r < RP; ++r) {
             for (int64_t d = 0; d < dim; ++d) qp[r * dim + d] = q[r][d] * factor(d);
@@ -65,8 +65,12 @@ void q_for_scores(const attention_tile &t, const float *const *q, bool bf16_pair
         const float *sc = t.k.scale_row(0), *ze = t.k.zero_row(0);
         times([&](int64_t d) { return sc[d / group]; });
         for (int64_t d = 0; l.zeros && d < dim; ++d) zero[d] = ze[d / group];
-    } else if (l.e4m3) {
-        times([](int64_t) { return decode_widen::e4m3_q_unit; });
+    } else if (l.e4m3) {  // times 2^60, in the quads' order over whole blocks of 64 (decode_widen::e4m3_quads)
+        if constexpr (decode_widen::available<Arch>)
+            for (int r = 0; r < RP; ++r) {
+                decode_widen::quads_times<Arch>(q[r], dim, decode_widen::e4m3_q_unit, qp + r * dim);
+                qc[r] = qp + r * dim;
+            }
     }
 }
 
@@ -193,16 +197,17 @@ pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, 
         if constexpr (S == pv_folded) {
 #pragma GCC unroll 16
             for (int i = 0; i < N; ++i) x[i] = raw_vector<Arch, E>(at, i * W);
-        } else if constexpr (S == pv_e4m3) {
+        } else if constexpr (S == pv_e4m3) {  // in the quads' order, 64 codes at a time
             if constexpr (decode_widen::available<Arch>) {
-#pragma GCC unroll 8
-                for (int m = 0; m < N / 2; ++m) {
-                    __m512 lo, hi;
-                    decode_widen::e4m3_bits_32<Arch>(at, 2 * m * W, lo, hi);
-                    x[2 * m] = lo;
-                    x[2 * m + 1] = hi;
-                    if (m % 2 == 0)  // this span's codes and the next one's, 64 bytes (or 32)
-                        *nan_top = decode_widen::e4m3_low7_top<Arch>(at + 2 * m * W, N - 2 * m >= 4 ? 4 * W : 2 * W, *nan_top);
+                static_assert(N % 4 == 0, "whole blocks of 64 codes");
+#pragma GCC unroll 4
+                for (int m = 0; m < N / 4; ++m) {
+                    const __m512i codes = _mm512_loadu_si512(at + 4 * m * W);
+                    *nan_top = decode_widen::e4m3_low7_top<Arch>(codes, *nan_top);
+                    __m512 quad[4];
+                    decode_widen::e4m3_quads<Arch>(codes, quad);
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; ++i) x[4 * m + i] = quad[i];
                 }
             }
         } else if constexpr (S == pv_pair_scaled) {  // groups of two vectors: p s once a group
@@ -273,10 +278,13 @@ pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, 
     }
 }
 
-// acc = o[r][vectors v0 .. v0 + NV) (to_registers) or back, in the pairs' order for nibbles.
+// The order of the sums of P V in registers: the elements' own, or as the codes are read
+// (spans of 32 in pairs for nibbles and bf16 pairs; blocks of 64 in quads for E4M3).
+enum o_order { o_in_order, o_in_pairs, o_in_quads };
+// acc = o[r][vectors v0 .. v0 + NV) (to_registers) or back, in the order given.
 template <class Arch, int R, int NV>
 __attribute__((always_inline)) inline void
-o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
+o_registers(bool to_registers, o_order order, float *o, int64_t ldo, int64_t v0,
         xsimd::batch<float, Arch> (&acc)[R][NV]) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = int(fbatch::size);
@@ -286,7 +294,7 @@ o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
         for (int i = 0; i < NV; ++i)
             if (to_registers) acc[r][i] = fbatch::load_unaligned(at + i * W);
         if constexpr (decode_widen::available<Arch> && NV % 2 == 0) {
-            if (pairs)
+            if (order == o_in_pairs)
 #pragma GCC unroll 8
                 for (int m = 0; m < NV / 2; ++m) {
                     __m512 a, b;
@@ -294,6 +302,19 @@ o_registers(bool to_registers, bool pairs, float *o, int64_t ldo, int64_t v0,
                     else decode_widen::interleave_pair<Arch>(acc[r][2 * m], acc[r][2 * m + 1], a, b);
                     acc[r][2 * m] = a;
                     acc[r][2 * m + 1] = b;
+                }
+        }
+        if constexpr (decode_widen::available<Arch> && NV % 4 == 0) {
+            if (order == o_in_quads)
+#pragma GCC unroll 4
+                for (int m = 0; m < NV / 4; ++m) {
+                    __m512 x[4];
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; ++i) x[i] = acc[r][4 * m + i];
+                    if (to_registers) decode_widen::order_to_quads<Arch>(x);
+                    else decode_widen::quads_to_order<Arch>(x);
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; ++i) acc[r][4 * m + i] = x[i];
                 }
         }
 #pragma GCC unroll 16
@@ -314,12 +335,12 @@ pv_vectors(const quant_layout &l, const row_reader<Arch, E> *val, int64_t n, con
     // P times the rows' scales (64 apart) where the scale is one a row, else P
     constexpr bool scaled_p = S == pv_folded || S == pv_e4m3 || (S == pv_nibbles && T == tables_plain);
     fbatch acc[R][NV];
-    constexpr bool pairs = S == pv_nibbles || S == pv_bf16_pairs;  // sums in the pairs' order
-    o_registers<Arch, R, NV>(true, pairs, o, ldo, v0, acc);
+    constexpr o_order order = S == pv_nibbles || S == pv_bf16_pairs ? o_in_pairs : S == pv_e4m3 ? o_in_quads : o_in_order;
+    o_registers<Arch, R, NV>(true, order, o, ldo, v0, acc);
     int64_t gi[NV];  // the group of each vector (by_group)
     for (int i = 0; i < NV; ++i) gi[i] = l.by_group && !l.fold ? (v0 + i) * W / group : 0;
     pv_keys<Arch, E, R, NV, S, NV, T>(val, n, scaled_p ? ps : p, scaled_p ? 64 : ldp, v0, gi, acc, ahead, nan_top);
-    o_registers<Arch, R, NV>(false, pairs, o, ldo, v0, acc);
+    o_registers<Arch, R, NV>(false, order, o, ldo, v0, acc);
 }
 
 // How a sub-block's V vectors meet their scales (pv_scaling, and the 4-bit tables' kind).
@@ -438,10 +459,17 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         values.readers(k0, n, val);
         quant_layout l = lv;
         float largest = 0.0f;
-        for (int64_t c = 0; c < n; ++c) {
-            if constexpr (E::quantized) {
-                if (l.fold) scale[c] = val[c].sc[0];
-                if (l.e4m3 && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
+        if constexpr (E::quantized) {
+            if (l.fold)
+                for (int64_t c = 0; c < n; ++c) scale[c] = val[c].sc[0];
+            if (l.e4m3) {  // (four maxima: one was a chain of VMAXSS, 5% of decoding over E4M3)
+                const auto most_of = [](float a, float b) { return b > a ? b : a; };  // (a NaN b: a)
+                float most[4] = {};
+                int64_t c = 0;
+                for (; c + 4 <= n; c += 4)
+                    for (int i = 0; i < 4; ++i) most[i] = most_of(most[i], std::fabs(scale[c + i]));
+                for (; c < n; ++c) most[0] = most_of(most[0], std::fabs(scale[c]));
+                largest = most_of(most_of(most[0], most[1]), most_of(most[2], most[3]));
             }
         }
         // E4M3 codes read as 2^-120 of their values put 2^120 into p s: where a scale is so

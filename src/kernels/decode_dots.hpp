@@ -103,9 +103,22 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
         if (l.e4m3) {
             __m512i top = _mm512_setzero_si512();
             int64_t d = 0;
-            for (; d + 2 * W <= dim; d += 2 * W) {  // 32 codes of a key at a time
-                // the codes looked over 64 at a time (32 for the last 32 of an odd count)
-                const int64_t look_len = d % (4 * W) ? 0 : d + 4 * W <= dim ? 4 * W : 2 * W;
+            for (; d + 4 * W <= dim; d += 4 * W)  // 64 codes of a key at a time, q in the quads' order
+#pragma GCC unroll 16
+                for (int k = 0; k < KEYS; ++k) {
+                    const __m512i codes = _mm512_loadu_si512(key[k].p + d);
+                    top = decode_widen::e4m3_low7_top<Arch>(codes, top);
+                    __m512 x[4];
+                    decode_widen::e4m3_quads<Arch>(codes, x);
+#pragma GCC unroll 4
+                    for (int r = 0; r < RP; ++r) {
+                        fbatch a = acc[r * KEYS + k];
+#pragma GCC unroll 4
+                        for (int m = 0; m < 4; ++m) a = xsimd::fma(fbatch::load_unaligned(q[r] + d + m * W), fbatch(x[m]), a);
+                        acc[r * KEYS + k] = a;
+                    }
+                }
+            if (d + 2 * W <= dim) {  // 32 codes left
 #pragma GCC unroll 16
                 for (int k = 0; k < KEYS; ++k) {
                     __m512 lo, hi;
@@ -115,9 +128,9 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
                         const fbatch a = xsimd::fma(fbatch::load_unaligned(q[r] + d), fbatch(lo), acc[r * KEYS + k]);
                         acc[r * KEYS + k] = xsimd::fma(fbatch::load_unaligned(q[r] + d + W), fbatch(hi), a);
                     }
-                    if (look_len == 4 * W) top = decode_widen::e4m3_low7_top<Arch>(key[k].p + d, 4 * W, top);
-                    else if (look_len) top = decode_widen::e4m3_low7_top<Arch>(key[k].p + d, 2 * W, top);
+                    top = decode_widen::e4m3_low7_top<Arch>(key[k].p + d, 2 * W, top);
                 }
+                d += 2 * W;
             }
             for (; d < dim; d += W) {
                 step(d, [&](int k, int64_t c) { return fbatch(decode_widen::e4m3_bits<Arch>(key[k].p, c)); });
@@ -213,16 +226,24 @@ key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> 
             return true;
         } else {
             if constexpr (E::type == ATTN_DTYPE_FP8_E4M3) {
-                if (l.e4m3) {
+                if (l.e4m3) {  // 64 codes a step, q in the quads' order
+                    static_assert(QV % 4 == 0, "whole blocks of 64 codes");
                     __m512i top = _mm512_setzero_si512();
-                    sums([&](int k, int i, fbatch &x0, fbatch &x1) __attribute__((always_inline)) {
-                        __m512 lo, hi;
-                        decode_widen::e4m3_bits_32<Arch>(key[k].p, i * W, lo, hi);
-                        x0 = lo;
-                        x1 = hi;
-                        if (i % 4 == 0)  // the codes of this step and the next, 64 bytes (or 32)
-                            top = decode_widen::e4m3_low7_top<Arch>(key[k].p + i * W, QV - i >= 4 ? 4 * W : 2 * W, top);
-                    });
+#pragma GCC unroll 4
+                    for (int k0 = 0; k0 < KEYS; k0 += KG)
+#pragma GCC unroll 4
+                        for (int i = 0; i < QV; i += 4)
+#pragma GCC unroll 4
+                            for (int k = k0; k < k0 + KG; ++k) {
+                                const __m512i codes = _mm512_loadu_si512(key[k].p + i * W);
+                                top = decode_widen::e4m3_low7_top<Arch>(codes, top);
+                                __m512 x[4];
+                                decode_widen::e4m3_quads<Arch>(codes, x);
+                                fbatch a = acc[k];
+#pragma GCC unroll 4
+                                for (int m = 0; m < 4; ++m) a = xsimd::fma(qv[i + m], fbatch(x[m]), a);
+                                acc[k] = a;
+                            }
                     nan_seen = decode_widen::e4m3_has_nan_code<Arch>(top);
                     return true;
                 }
