@@ -459,17 +459,10 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         values.readers(k0, n, val);
         quant_layout l = lv;
         float largest = 0.0f;
-        if constexpr (E::quantized) {
-            if (l.fold)
-                for (int64_t c = 0; c < n; ++c) scale[c] = val[c].sc[0];
-            if (l.e4m3) {  // (four maxima: one was a chain of VMAXSS, 5% of decoding over E4M3)
-                const auto most_of = [](float a, float b) { return b > a ? b : a; };  // (a NaN b: a)
-                float most[4] = {};
-                int64_t c = 0;
-                for (; c + 4 <= n; c += 4)
-                    for (int i = 0; i < 4; ++i) most[i] = most_of(most[i], std::fabs(scale[c + i]));
-                for (; c < n; ++c) most[0] = most_of(most[0], std::fabs(scale[c]));
-                largest = most_of(most_of(most[0], most[1]), most_of(most[2], most[3]));
+        for (int64_t c = 0; c < n; ++c) {
+            if constexpr (E::quantized) {
+                if (l.fold) scale[c] = val[c].sc[0];
+                if (l.e4m3 && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
             }
         }
         // E4M3 codes read as 2^-120 of their values put 2^120 into p s: where a scale is so
