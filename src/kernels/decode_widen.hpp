@@ -150,38 +150,37 @@ inline void e4m3_quads(__m512i codes, __m512 (&x)[4]) {
     x[2] = _mm512_castsi512_ps(_mm512_and_si512(even, mask));
     x[3] = _mm512_castsi512_ps(_mm512_and_si512(odd, mask));
 }
-// The four vectors of a block of 64 elements from the quads' order to their own (x[v] lane l =
-// element 16 v + l) and back: two rounds of VPERMT2PS, pairs of vectors into halves, halves
-// into vectors.
+// Two rounds of VPERMT2PS over four vectors: (x0, x1) and (x2, x3) into halves a, b and c, d
+// by indices i and j, then (a, c) and (b, d) into x by k and l. The quads' order and the
+// elements' own (x[v] lane l = element 16 v + l) go into each other so, with their indices.
+template <class Arch = xsimd::avx512f>
+inline void two_rounds(__m512 (&x)[4], __m512i i, __m512i j, __m512i k, __m512i l) {
+    const __m512 a = _mm512_permutex2var_ps(x[0], i, x[1]), b = _mm512_permutex2var_ps(x[0], j, x[1]);
+    const __m512 c = _mm512_permutex2var_ps(x[2], i, x[3]), d = _mm512_permutex2var_ps(x[2], j, x[3]);
+    x[0] = _mm512_permutex2var_ps(a, k, c);
+    x[1] = _mm512_permutex2var_ps(a, l, c);
+    x[2] = _mm512_permutex2var_ps(b, k, d);
+    x[3] = _mm512_permutex2var_ps(b, l, d);
+}
 template <class Arch = xsimd::avx512f>
 inline void quads_to_order(__m512 (&x)[4]) {
-    // round 1: lane 2 j + m' of t(a, b) = x[a + m'][j] (j < 8) and, for the high ones, [8 + j]
-    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    const __m512 t01l = _mm512_permutex2var_ps(x[0], lo, x[1]), t01h = _mm512_permutex2var_ps(x[0], hi, x[1]);
-    const __m512 t23l = _mm512_permutex2var_ps(x[2], lo, x[3]), t23h = _mm512_permutex2var_ps(x[2], hi, x[3]);
-    // round 2: element 16 v + l = 4 j + m is lane 2 (j mod 8) + m mod 2 of t01 (m < 2) or t23
-    const __m512i even = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
-    const __m512i odd = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
-    x[0] = _mm512_permutex2var_ps(t01l, even, t23l);
-    x[1] = _mm512_permutex2var_ps(t01l, odd, t23l);
-    x[2] = _mm512_permutex2var_ps(t01h, even, t23h);
-    x[3] = _mm512_permutex2var_ps(t01h, odd, t23h);
+    // round 1: lane 2 j + m' of a (b) = x[m'][j] (x[m'][8 + j]), j < 8, likewise c and d of
+    // x[2 + m']; round 2: element 16 v + l = 4 j + m is lane 2 (j mod 8) + m mod 2 of a or b
+    // (m < 2), c or d (m >= 2)
+    two_rounds<Arch>(x, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+                     _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31),
+                     _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23),
+                     _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31));
 }
 template <class Arch = xsimd::avx512f>
 inline void order_to_quads(__m512 (&x)[4]) {
-    // round 1: lane 8 m' + j of s(a) = element 4 j + a + m' of a pair of vectors (j < 8)
-    const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
-    const __m512i second = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-    const __m512 s01l = _mm512_permutex2var_ps(x[0], first, x[1]), s23l = _mm512_permutex2var_ps(x[0], second, x[1]);
-    const __m512 s01h = _mm512_permutex2var_ps(x[2], first, x[3]), s23h = _mm512_permutex2var_ps(x[2], second, x[3]);
-    // round 2: quads' vector m takes its lanes j < 8 from the low pair, the rest from the high
-    const __m512i m0 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-    const __m512i m1 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    x[0] = _mm512_permutex2var_ps(s01l, m0, s01h);
-    x[1] = _mm512_permutex2var_ps(s01l, m1, s01h);
-    x[2] = _mm512_permutex2var_ps(s23l, m0, s23h);
-    x[3] = _mm512_permutex2var_ps(s23l, m1, s23h);
+    // round 1: lane 8 m' + j of a (b) = element 4 j + m' (4 j + 2 + m') of the first 32, j < 8,
+    // likewise c and d of the last 32; round 2: the quads' vector m takes its lanes j < 8 from
+    // a or b, the rest from c or d
+    two_rounds<Arch>(x, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29),
+                     _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31),
+                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                     _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
 }
 // out[0 .. n) = x[0 .. n) times factor, in the quads' order over its whole blocks of 64
 // (out[b + 16 m + j] = x[b + 4 j + m] factor), the rest in place: q as the quads meet it.
