@@ -202,10 +202,8 @@ pv_keys(const row_reader<Arch, E> *val, int64_t n, const float *p, int64_t ldp, 
                 static_assert(N % 4 == 0, "whole blocks of 64 codes");
 #pragma GCC unroll 4
                 for (int m = 0; m < N / 4; ++m) {
-                    const __m512i codes = _mm512_loadu_si512(at + 4 * m * W);
-                    *nan_top = decode_widen::e4m3_low7_top<Arch>(codes, *nan_top);
                     __m512 quad[4];
-                    decode_widen::e4m3_quads<Arch>(codes, quad);
+                    decode_widen::e4m3_quads_at<Arch>(at + 4 * m * W, *nan_top, quad);
 #pragma GCC unroll 4
                     for (int i = 0; i < 4; ++i) x[4 * m + i] = quad[i];
                 }

@@ -106,10 +106,8 @@ key_dots(const quant_layout &l, const float *const *q, const row_reader<Arch, E>
             for (; d + 4 * W <= dim; d += 4 * W)  // 64 codes of a key at a time, q in the quads' order
 #pragma GCC unroll 16
                 for (int k = 0; k < KEYS; ++k) {
-                    const __m512i codes = _mm512_loadu_si512(key[k].p + d);
-                    top = decode_widen::e4m3_low7_top<Arch>(codes, top);
                     __m512 x[4];
-                    decode_widen::e4m3_quads<Arch>(codes, x);
+                    decode_widen::e4m3_quads_at<Arch>(key[k].p + d, top, x);
 #pragma GCC unroll 4
                     for (int r = 0; r < RP; ++r) {
                         fbatch a = acc[r * KEYS + k];
@@ -235,10 +233,8 @@ key_major_dots(const quant_layout &l, const float *q, const row_reader<Arch, E> 
                         for (int i = 0; i < QV; i += 4)
 #pragma GCC unroll 4
                             for (int k = k0; k < k0 + KG; ++k) {
-                                const __m512i codes = _mm512_loadu_si512(key[k].p + i * W);
-                                top = decode_widen::e4m3_low7_top<Arch>(codes, top);
                                 __m512 x[4];
-                                decode_widen::e4m3_quads<Arch>(codes, x);
+                                decode_widen::e4m3_quads_at<Arch>(key[k].p + i * W, top, x);
                                 fbatch a = acc[k];
 #pragma GCC unroll 4
                                 for (int m = 0; m < 4; ++m) a = xsimd::fma(qv[i + m], fbatch(x[m]), a);

@@ -235,23 +235,25 @@ struct denormals_kept {
     denormals_kept &operator=(const denormals_kept &) = delete;
 };
 
-// top = the bytewise largest of top and the low 7 bits of codes 0 .. len-1 of an E4M3 row: a
-// row holds the NaN code S.1111.111 where a byte of it reaches 0x7f.
-template <class Arch = xsimd::avx512f>
-__attribute__((always_inline)) inline __m512i e4m3_low7_top(const uint8_t *row, int64_t len, __m512i top) {
-    const __m512i low7 = _mm512_set1_epi8(0x7f);
-    int64_t c = 0;
-    for (; c + 64 <= len; c += 64) top = _mm512_max_epu8(top, _mm512_and_si512(_mm512_loadu_si512(row + c), low7));
-    if (c < len) {
-        const __m512i x = _mm512_maskz_loadu_epi8(~__mmask64(0) >> (64 - (len - c)), row + c);
-        top = _mm512_max_epu8(top, _mm512_and_si512(x, low7));
-    }
-    return top;
-}
-// The same for 64 codes already loaded.
+// top = the bytewise largest of top and the low 7 bits of 64 E4M3 codes loaded (or of codes
+// 0 .. len-1 of a row): a row holds the NaN code S.1111.111 where a byte of it reaches 0x7f.
 template <class Arch = xsimd::avx512f>
 inline __m512i e4m3_low7_top(__m512i codes, __m512i top) {
     return _mm512_max_epu8(top, _mm512_and_si512(codes, _mm512_set1_epi8(0x7f)));
+}
+template <class Arch = xsimd::avx512f>
+__attribute__((always_inline)) inline __m512i e4m3_low7_top(const uint8_t *row, int64_t len, __m512i top) {
+    int64_t c = 0;
+    for (; c + 64 <= len; c += 64) top = e4m3_low7_top<Arch>(_mm512_loadu_si512(row + c), top);
+    if (c < len) top = e4m3_low7_top<Arch>(_mm512_maskz_loadu_epi8(~__mmask64(0) >> (64 - (len - c)), row + c), top);
+    return top;
+}
+// The 64 E4M3 codes at `at` in the quads' order (e4m3_quads), their low 7 bits into top.
+template <class Arch = xsimd::avx512f>
+__attribute__((always_inline)) inline void e4m3_quads_at(const uint8_t *at, __m512i &top, __m512 (&x)[4]) {
+    const __m512i codes = _mm512_loadu_si512(at);
+    top = e4m3_low7_top<Arch>(codes, top);
+    e4m3_quads<Arch>(codes, x);
 }
 template <class Arch = xsimd::avx512f>
 inline bool e4m3_has_nan_code(__m512i top) { return _mm512_cmpeq_epi8_mask(top, _mm512_set1_epi8(0x7f)) != 0; }
