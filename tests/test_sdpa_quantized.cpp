@@ -150,6 +150,40 @@ TEST_P(sdpa_quantized, decode_one_row_per_kv_head) {
                 }
 }
 
+// Scales one a row stored key-major ([batch, len, heads]: rows of one head heads floats apart,
+// as an engine appending a token's scales for every head at once stores them), decoding one
+// row per KV head (the passes read such scales by stride): the same bits as with the same
+// scales stored head-major, for the types whose scale meets the sums and P (I8, I4, E4M3),
+// and through the row readers with zero points.
+TEST_P(sdpa_quantized, decode_one_row_key_major_scales) {
+    uint32_t seed = 9500;
+    for (attn_dtype t : {ATTN_DTYPE_I8, ATTN_DTYPE_I4, ATTN_DTYPE_FP8_E4M3})
+        for (int zeros = 0; zeros < (is_fp8(t) ? 1 : 2); ++zeros) {
+            problem p = make_problem(t, granularity::per_row, zeros != 0, 1, 300, seed += 3, 2, 128, 128);
+            const std::vector<float> head_major = run(ctx(), p.d, p, p.k.bytes.data(), p.v.bytes.data());
+            const int64_t B = p.d.batch, H = p.d.heads_kv, L = p.d.len_kv;
+            const auto key_major = [&](const std::vector<float> &x) {
+                std::vector<float> y(x.size());
+                for (int64_t b = 0; b < B; ++b)
+                    for (int64_t h = 0; h < H; ++h)
+                        for (int64_t j = 0; j < L; ++j) y[size_t((b * L + j) * H + h)] = x[size_t((b * H + h) * L + j)];
+                return y;
+            };
+            const std::vector<float> ks = key_major(p.k.scale), vs = key_major(p.v.scale);
+            const std::vector<float> kz = zeros ? key_major(p.k.zero) : std::vector<float>{};
+            const std::vector<float> vz = zeros ? key_major(p.v.zero) : std::vector<float>{};
+            attn_sdpa_desc d = p.d;
+            d.k_scale = ks.data();
+            d.v_scale = vs.data();
+            d.k_zero = zeros ? kz.data() : nullptr;
+            d.v_zero = zeros ? vz.data() : nullptr;
+            d.k_scale_strides = d.v_scale_strides = attn_layout{L * H, 1, H};
+            const std::vector<float> got = run(ctx(), d, p, p.k.bytes.data(), p.v.bytes.data());
+            EXPECT_EQ(got, head_major) << "type " << t << (zeros ? ", zero points" : "");
+            EXPECT_LE(max_rel_error(got, p.want), tolerance(p)) << "type " << t << (zeros ? ", zero points" : "");
+        }
+}
+
 // 4-bit decoding with one query head per KV head over rows of 128, 256 and 384 (on AVX-512: q
 // in registers, or read from memory with 16 keys' tables at a time) by groups of 8 and 24
 // (narrower than an AVX-512 vector, or not a multiple of it: the row reader's scale per element

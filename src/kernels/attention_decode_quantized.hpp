@@ -133,8 +133,12 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         if constexpr (E::quantized)
             if (l.fold) {  // (sum 2^60) scale (E4M3), as one score at a time would
                 alignas(64) float sc[W];
+                int64_t stride = 0;
+                if (const float *s0 = keys.scales_by_stride(c, stride); s0 && stride == 1)
+                    std::memcpy(sc, s0, sizeof(float) * KEYS);
+                else
 #pragma GCC unroll 16
-                for (int k = 0; k < KEYS; ++k) sc[k] = key[k].sc[0];
+                    for (int k = 0; k < KEYS; ++k) sc[k] = s0 ? s0[k * stride] : key[k].sc[0];
                 fbatch scales;  // lane r KEYS + k: key k's scale
                 if constexpr (decode_widen::available<Arch> && KEYS == 4)
                     scales = _mm512_broadcast_f32x4(_mm_load_ps(sc));
@@ -457,12 +461,18 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         values.readers(k0, n, val);
         quant_layout l = lv;
         float largest = 0.0f;
-        for (int64_t c = 0; c < n; ++c) {
-            if constexpr (E::quantized) {
-                if (l.fold) scale[c] = val[c].sc[0];
-                if (l.e4m3 && std::fabs(scale[c]) > largest) largest = std::fabs(scale[c]);
+        if constexpr (E::quantized)
+            if (l.fold) {  // the rows' scales: by stride where the rows go so (no reader between)
+                int64_t stride = 0;
+                if (const float *s0 = values.scales_by_stride(k0, stride); s0 && stride == 1)
+                    std::memcpy(scale, s0, sizeof(float) * size_t(n));
+                else if (s0)
+                    for (int64_t c = 0; c < n; ++c) scale[c] = s0[c * stride];
+                else
+                    for (int64_t c = 0; c < n; ++c) scale[c] = val[c].sc[0];
+                if (l.e4m3)
+                    for (int64_t c = 0; c < n; ++c) largest = std::fabs(scale[c]) > largest ? std::fabs(scale[c]) : largest;
             }
-        }
         // E4M3 codes read as 2^-120 of their values put 2^120 into p s: where a scale is so
         // large (2^7 or more) that p s 2^120 could overflow (p <= 1), the sub-block's codes are
         // read exactly instead.

@@ -59,6 +59,16 @@ struct row_walk {
     void prime(int64_t n, row_reader<Arch, E> *out) const {
         for (int64_t i = 0; by_stride && i < n; ++i) out[i] = first;
     }
+    // Where rows go by stride: the first scale of key j0 + c's row, the next key's `stride`
+    // floats on (none where paged, or for an unquantized format).
+    const float *scales_by_stride(int64_t c, int64_t &stride) const {
+        if constexpr (E::quantized)
+            if (by_stride) {
+                stride = x.scales.row_stride;
+                return first.sc + c * stride;
+            }
+        return nullptr;
+    }
     // out[i] = the reader of key j0 + c + i, i < n (out primed for at least n keys)
     __attribute__((always_inline)) void readers(int64_t c, int64_t n, row_reader<Arch, E> *out) const {
         if (!by_stride) {
