@@ -470,8 +470,14 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
                     for (int64_t c = 0; c < n; ++c) scale[c] = s0[c * stride];
                 else
                     for (int64_t c = 0; c < n; ++c) scale[c] = val[c].sc[0];
-                if (l.e4m3)
-                    for (int64_t c = 0; c < n; ++c) largest = std::fabs(scale[c]) > largest ? std::fabs(scale[c]) : largest;
+                if (l.e4m3) {  // a vector's lanes at a time (one at a time, a chain of maxima took 10% of the pass)
+                    using fbatch = xsimd::batch<float, Arch>;
+                    fbatch most(0.0f);
+                    int64_t c = 0;
+                    for (; c + W <= n; c += W) most = xsimd::max(most, xsimd::abs(fbatch::load_aligned(scale + c)));
+                    largest = reduce_max<Arch>(most);
+                    for (; c < n; ++c) largest = std::fabs(scale[c]) > largest ? std::fabs(scale[c]) : largest;
+                }
             }
         // E4M3 codes read as 2^-120 of their values put 2^120 into p s: where a scale is so
         // large (2^7 or more) that p s 2^120 could overflow (p <= 1), the sub-block's codes are
