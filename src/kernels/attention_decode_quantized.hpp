@@ -104,7 +104,8 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     const bool whole = dim_vec == dim;
     // one row whose q fits in registers: the keys' rows read key by key (key_major_dots)
     const int64_t qv = RP == 1 && whole ? dim / W : 0;
-    row_reader<Arch, E> key[KEYS];
+    reader_slots<Arch, E, KEYS> key_slots;
+    row_reader<Arch, E> *const key = key_slots.at;
     keys.prime(KEYS, key);
     int64_t c = lo;
     for (; c + KEYS <= hi; c += KEYS) {
@@ -447,7 +448,8 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         for (int64_t d = 0; d < dim_v; ++d) o[r * ldo + d] *= rescale[r];
     constexpr int64_t max_keys = 64;  // the arrays below
     keys = keys < max_keys ? keys : max_keys;
-    row_reader<Arch, E> val[max_keys];
+    reader_slots<Arch, E, max_keys> val_slots;
+    row_reader<Arch, E> *const val = val_slots.at;
     const row_walk<Arch, E> values(t.v, j0);
     values.prime(keys, val);
     const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0);  // V rows ahead (dense rows)

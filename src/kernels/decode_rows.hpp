@@ -38,6 +38,17 @@ inline bool rows_share_pages(const kv_rows &x) {
     return x.ld < decode_page_bytes * 8 / core::element_bits(x.type);
 }
 
+// Room for the row readers of up to N keys, left unset: row_walk's prime and readers() write
+// each one before it is read, where an array of N readers would set every field of each at
+// every call (at Lk16, 15% of the P V pass's samples).
+template <class Arch, class E, int N>
+struct reader_slots {
+    union {
+        row_reader<Arch, E> at[N];
+    };
+    reader_slots() {}
+};
+
 // The row readers of keys j0 + c of x: contiguous rows (and their scales) by stride from key
 // j0's, found once, without the addressing function's division and type switch per key; paged
 // rows (and 4-bit rows of odd stride) through it.
