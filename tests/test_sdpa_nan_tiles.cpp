@@ -27,7 +27,7 @@ class sdpa_nan_tiles : public attn_test::path_test {
             << attn_last_error();
         return out;
     }
-    static constexpr int64_t len = 512, dim = 64;  // two key tiles of 256 keys on AVX-512
+    static constexpr int64_t len = 1100, dim = 64;  // two key tiles on AVX-512 (1024 keys and 76)
 };
 
 TEST_P(sdpa_nan_tiles, nan_query_row_is_nan_and_alone) {
@@ -49,8 +49,8 @@ TEST_P(sdpa_nan_tiles, nan_query_row_is_nan_and_alone) {
 }
 
 TEST_P(sdpa_nan_tiles, nan_key_reaches_exactly_the_rows_that_see_it) {
-    // Causal: key 100 is seen by rows 100..511; from the last key of its tile on (row 63, 127
-    // or 255 by ISA), a row sees the whole tile.
+    // Causal: key 100 is seen by rows 100..1099; from the last key of its tile on (row 63, 127
+    // or 1023 by ISA), a row sees the whole tile.
     auto q = random_tensor(len * dim, 21), k = random_tensor(len * dim, 22), v = random_tensor(len * dim, 23);
     std::vector<float> lse_base, lse;
     auto base = run(len, ATTN_CAUSAL_TOP_LEFT, q, k, v, lse_base);

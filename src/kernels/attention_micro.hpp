@@ -19,16 +19,20 @@ ATTN_KERNELS_BEGIN
 //   mr_s x nr_vectors: the S micro-tile (rows x key vectors) held in registers;
 //   mr_o x nv:         the O micro-tile (rows x dim_v vectors) of P V;
 //   br, bc:          query rows and keys per tile (bc a multiple of nr).
-// On AVX-512 a tile has 256 keys: each row's per-tile work (its max, the rescale of its O
-// row, the sums) is spread over twice the products of 128 (bf16 H8 L2048 1.05-1.08x, f32
-// 1.04-1.05x on a Zen 5), while S (96 KiB), the tile's K and V and the O rows stay within a
-// 1 MiB L2 up to D 256; 512 keys gained 3-5% more at D <= 128 but not that margin.
+// On AVX-512 a tile has 1024 keys: each row's per-tile work (its max, the rescale of its O
+// row, the exponentials' set-up, the sums) is spread over the products of that many keys.
+// Against 256 keys (Zen 5, H8 L2048, 1 thread, binaries alternated): bf16 D64 0.93x the
+// time, D128 0.97x, f32 D64 0.96x, D128 0.98x, a quantized prefill 0.96x, causal the same;
+// D256 (S 384 KiB, past what a 1 MiB L2 holds beside the tile's K and V) no slower (f32 the
+// same, bf16 0.96x). 256 keys had measured 1.04-1.08x over 128. The cost is memory: a thread's
+// tile scratch (S, and K and V of a tile where they are not packed once a head) is 1.4 MiB at
+// D128, 4x what 256 keys took.
 template <class Arch>
 struct attention_blocking;
 
 template <>
 struct attention_blocking<xsimd::avx512f> {  // 32 zmm: 24 accumulators + 4 K loads
-    static constexpr int mr_s = 6, nr_vectors = 4, mr_o = 6, nv = 4, br = 96, bc = 256;
+    static constexpr int mr_s = 6, nr_vectors = 4, mr_o = 6, nv = 4, br = 96, bc = 1024;
 };
 template <>
 struct attention_blocking<xsimd::fma3<xsimd::avx2>> {  // 16 ymm: 12 accumulators + 2 loads
