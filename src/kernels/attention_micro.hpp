@@ -25,7 +25,7 @@ ATTN_KERNELS_BEGIN
 // time, D128 0.97x, f32 D64 0.96x, D128 0.98x, a quantized prefill 0.96x, causal the same;
 // D256 (S 384 KiB, past what a 1 MiB L2 holds beside the tile's K and V) no slower (f32 the
 // same, bf16 0.96x). 256 keys had measured 1.04-1.08x over 128. The cost is memory: a thread's
-// tile scratch (S, and K and V of a tile where they are not packed once a head) is 1.4 MiB at
+// tile scratch (S, and K and V of a tile where they are not packed once a head) is 1.5 MiB at
 // D128, 4x what 256 keys took.
 template <class Arch>
 struct attention_blocking;
