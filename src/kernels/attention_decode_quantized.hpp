@@ -134,12 +134,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
         if constexpr (E::quantized)
             if (l.fold) {  // (sum 2^60) scale (E4M3), as one score at a time would
                 alignas(64) float sc[W];
-                int64_t stride = 0;
-                if (const float *s0 = keys.scales_by_stride(c, stride); s0 && stride == 1)
-                    std::memcpy(sc, s0, sizeof(float) * KEYS);
-                else
-#pragma GCC unroll 16
-                    for (int k = 0; k < KEYS; ++k) sc[k] = s0 ? s0[k * stride] : key[k].sc[0];
+                keys.row_scales(c, KEYS, key, sc);
                 fbatch scales;  // lane r KEYS + k: key k's scale
                 if constexpr (decode_widen::available<Arch> && KEYS == 4)
                     scales = _mm512_broadcast_f32x4(_mm_load_ps(sc));
@@ -464,14 +459,8 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
         quant_layout l = lv;
         float largest = 0.0f;
         if constexpr (E::quantized)
-            if (l.fold) {  // the rows' scales: by stride where the rows go so (no reader between)
-                int64_t stride = 0;
-                if (const float *s0 = values.scales_by_stride(k0, stride); s0 && stride == 1)
-                    std::memcpy(scale, s0, sizeof(float) * size_t(n));
-                else if (s0)
-                    for (int64_t c = 0; c < n; ++c) scale[c] = s0[c * stride];
-                else
-                    for (int64_t c = 0; c < n; ++c) scale[c] = val[c].sc[0];
+            if (l.fold) {
+                values.row_scales(k0, n, val, scale);
                 if (l.e4m3) {  // a vector's lanes at a time (one at a time, a chain of maxima took 13% of the pass)
                     using fbatch = xsimd::batch<float, Arch>;
                     fbatch most(0.0f);

@@ -9,6 +9,7 @@
 #include "kernels/isa_namespace.hpp"
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/kv_rows.hpp"
 #include "kernels/attention_pack.hpp"
@@ -70,15 +71,22 @@ struct row_walk {
     void prime(int64_t n, row_reader<Arch, E> *out) const {
         for (int64_t i = 0; by_stride && i < n; ++i) out[i] = first;
     }
-    // Where rows go by stride: the first scale of key j0 + c's row, the next key's `stride`
-    // floats on (none where paged, or for an unquantized format).
-    const float *scales_by_stride(int64_t c, int64_t &stride) const {
-        if constexpr (E::quantized)
-            if (by_stride) {
-                stride = x.scales.row_stride;
-                return first.sc + c * stride;
+    // out[i] = the first scale of key j0 + c + i's row, i < n (one scale a row): by stride
+    // where the rows go so (a copy where the scales are contiguous), else from the readers
+    // in[0 .. n) of those keys.
+    __attribute__((always_inline)) void row_scales(int64_t c, int64_t n, const row_reader<Arch, E> *in,
+                                                   float *out) const {
+        if constexpr (E::quantized) {
+            if (!by_stride) {
+                for (int64_t i = 0; i < n; ++i) out[i] = in[i].sc[0];
+                return;
             }
-        return nullptr;
+            const int64_t stride = x.scales.row_stride;
+            const float *s0 = first.sc + c * stride;
+            if (stride == 1) std::memcpy(out, s0, sizeof(float) * size_t(n));
+            else
+                for (int64_t i = 0; i < n; ++i) out[i] = s0[i * stride];
+        }
     }
     // out[i] = the reader of key j0 + c + i, i < n (out primed for at least n keys)
     __attribute__((always_inline)) void readers(int64_t c, int64_t n, row_reader<Arch, E> *out) const {
