@@ -357,12 +357,15 @@ void attention_forward_tile_with(const attention_tile &t) {
             float *s_row = s + r * blk::bc;
             const key_range seen = tile_columns(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
-            // every key visible, plain scaled scores: the max from S = Q K^T stands; else (or
-            // when it is -inf: all scores -inf or NaN) a pass over the row applies the score
-            // definition (softcap, mask, ALiBi, hiding) and finds it
+            // every key visible, plain scaled scores: the max from S = Q K^T stands; some
+            // visible (a diagonal, a window's edge): a pass for the max, rewriting only the
+            // vectors cut by its ends; else (or when it is -inf: all scores -inf or NaN) a pass
+            // over the row applies the score definition (softcap, mask, ALiBi, hiding) and finds it
             float tile_max = neg_inf;
-            if (maxima && plain_scores && seen.lo == 0 && seen.hi == cols)
-                tile_max = reduce_max<Arch>(fbatch::load_aligned(score_max + r * W));
+            if (plain_scores && seen.hi > seen.lo)
+                tile_max = maxima && seen.lo == 0 && seen.hi == cols
+                               ? reduce_max<Arch>(fbatch::load_aligned(score_max + r * W))
+                               : plain_row_max<Arch>(s_row, seen);
             if (tile_max == neg_inf) tile_max = finish_score_row<Arch>(t, r, s_row, seen, mask_row, j0);
             const float m_new = running_max<Arch>(m[r], tile_max);
             m_prev[r] = m[r];

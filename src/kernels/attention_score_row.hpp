@@ -112,6 +112,37 @@ float finish_score_row(const attention_tile &t, int64_t r, float *s_row, key_ran
     return reduce_max<Arch>(row_max);
 }
 
+// finish_score_row for plain scaled scores (no softcap, mask or ALiBi) where a row sees part
+// of the tile (the causal diagonal, a window's edge): only the vectors cut by an end of
+// [lo, hi) are rewritten (-inf outside), the others read for the max and left as they are.
+// Returns the max over [lo, hi), NaN left out as the score kernels' lane-wise maxima leave
+// it (a NaN score still makes the row's P, sum and output NaN through e^(S - m)); -inf when
+// nothing visible is finite, which the caller hands to finish_score_row to tell a NaN row.
+template <class Arch>
+float plain_row_max(float *s_row, key_range cols) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const int64_t first = cols.lo / W * W, last = (cols.hi - 1) / W * W;
+    auto hide = [&](int64_t c) {  // one vector, -inf outside [lo, hi)
+        const fbatch col = fbatch(static_cast<float>(c)) + lane_index<Arch>();
+        const fbatch x = xsimd::select(col >= fbatch(static_cast<float>(cols.lo)) &&
+                                           col < fbatch(static_cast<float>(cols.hi)),
+                                       fbatch::load_aligned(s_row + c), fbatch(neg_inf));
+        x.store_aligned(s_row + c);
+        return x;
+    };
+    fbatch m0 = xsimd::max(hide(first), fbatch(neg_inf)), m1(neg_inf);
+    int64_t c = first + W;
+    for (; c + W < last; c += 2 * W) {  // two chains of maxima
+        m0 = xsimd::max(fbatch::load_aligned(s_row + c), m0);
+        m1 = xsimd::max(fbatch::load_aligned(s_row + c + W), m1);
+    }
+    for (; c < last; c += W) m0 = xsimd::max(fbatch::load_aligned(s_row + c), m0);
+    if (last > first) m1 = xsimd::max(hide(last), m1);
+    return reduce_max<Arch>(xsimd::max(m0, m1));
+}
+
 // The running row max after a tile whose max is x: a NaN x (a NaN score: NaN in q, k or the
 // mask) makes it NaN, so the row becomes NaN rather than reading as "nothing visible".
 template <class Arch>
