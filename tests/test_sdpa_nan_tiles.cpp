@@ -67,6 +67,38 @@ TEST_P(sdpa_nan_tiles, nan_key_reaches_exactly_the_rows_that_see_it) {
     }
 }
 
+// A sliding window (each row sees keys i-40 .. i+40): rows see parts of tiles cut at both
+// ends, so a NaN score must be left out exactly where the window hides its key, at either
+// edge of a row's visible run, and reach every row whose window holds it.
+TEST_P(sdpa_nan_tiles, nan_key_reaches_exactly_the_rows_whose_window_holds_it) {
+    constexpr int64_t reach = 40, key = 1030;  // key 1030: past the first tile on every ISA
+    auto q = random_tensor(len * dim, 51), k = random_tensor(len * dim, 52), v = random_tensor(len * dim, 53);
+    auto run_window = [&](std::vector<float> &lse) {
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d, 1, 1, len, len, dim);
+        d.window_left = d.window_right = reach;
+        lse.assign(size_t(len), -7.0f);
+        d.lse = lse.data();
+        std::vector<float> out(size_t(len * dim), -7.0f);
+        EXPECT_EQ(attn_sdpa_f32(ctx(), &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK)
+            << attn_last_error();
+        return out;
+    };
+    std::vector<float> lse_base, lse;
+    const auto base = run_window(lse_base);
+    k[size_t(key * dim + 3)] = NAN;
+    const auto out = run_window(lse);
+    for (int64_t r = 0; r < len; ++r) {
+        const bool nan_row = r >= key - reach && r <= key + reach;
+        EXPECT_EQ(std::isnan(lse[size_t(r)]), nan_row) << "row " << r;
+        for (int64_t e = 0; e < dim; ++e) {
+            const float x = out[size_t(r * dim + e)];
+            if (nan_row) EXPECT_TRUE(std::isnan(x)) << "row " << r << ", column " << e;
+            else EXPECT_EQ(x, base[size_t(r * dim + e)]) << "row " << r << ", column " << e;
+        }
+    }
+}
+
 // A key hidden from a row (causal) is never read for it: a NaN in that key's V row reaches
 // exactly the rows that see the key, on every path, including rows that share a register
 // block with them near the diagonal.
