@@ -13,19 +13,35 @@ using attn_test::random_tensor;
 
 class sdpa_nan_tiles : public attn_test::path_test {
   protected:
-    // q [1, 1, len, 64], k and v [1, 1, len, 64]; returns out, fills lse.
+    // q [1, 1, len, 64], k and v [1, 1, len, 64], each row seeing keys i-window .. i+window
+    // (-1: all); returns out, fills lse.
     std::vector<float> run(int64_t len, attn_causal causal, const std::vector<float> &q,
                            const std::vector<float> &k, const std::vector<float> &v,
-                           std::vector<float> &lse) {
+                           std::vector<float> &lse, int64_t window = -1) {
         attn_sdpa_desc d;
         attn_sdpa_desc_init(&d, 1, 1, len, len, dim);
         d.causal = causal;
+        d.window_left = d.window_right = window;
         lse.assign(size_t(len), -7.0f);
         d.lse = lse.data();
         std::vector<float> out(size_t(len * dim), -7.0f);
         EXPECT_EQ(attn_sdpa_f32(ctx(), &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK)
             << attn_last_error();
         return out;
+    }
+    // Row r of out is NaN throughout (and its lse NaN) where nan_row(r), else base's row
+    // bitwise (and its lse a number).
+    template <class Rows>
+    static void expect_nan_rows(const std::vector<float> &out, const std::vector<float> &lse,
+                                const std::vector<float> &base, Rows nan_row) {
+        for (int64_t r = 0; r < len; ++r) {
+            EXPECT_EQ(std::isnan(lse[size_t(r)]), nan_row(r)) << "row " << r;
+            for (int64_t e = 0; e < dim; ++e) {
+                const float x = out[size_t(r * dim + e)];
+                if (nan_row(r)) EXPECT_TRUE(std::isnan(x)) << "row " << r << ", column " << e;
+                else EXPECT_EQ(x, base[size_t(r * dim + e)]) << "row " << r << ", column " << e;
+            }
+        }
     }
     static constexpr int64_t len = 1100, dim = 64;  // two key tiles on AVX-512 (1024 keys and 76)
 };
@@ -37,15 +53,7 @@ TEST_P(sdpa_nan_tiles, nan_query_row_is_nan_and_alone) {
     for (int64_t e = 0; e < dim; ++e) q[size_t(70 * dim + e)] = NAN;  // every score of row 70
     q[size_t(150 * dim + 9)] = NAN;                                 // and of row 150
     auto out = run(len, ATTN_CAUSAL_NONE, q, k, v, lse);
-    for (int64_t r = 0; r < len; ++r) {
-        const bool nan_row = r == 70 || r == 150;
-        EXPECT_EQ(std::isnan(lse[size_t(r)]), nan_row) << "row " << r;
-        for (int64_t e = 0; e < dim; ++e) {
-            const float x = out[size_t(r * dim + e)];
-            if (nan_row) EXPECT_TRUE(std::isnan(x)) << "row " << r << ", column " << e;
-            else EXPECT_EQ(x, base[size_t(r * dim + e)]) << "row " << r << ", column " << e;
-        }
-    }
+    expect_nan_rows(out, lse, base, [&](int64_t r) { return r == 70 || r == 150; });
 }
 
 TEST_P(sdpa_nan_tiles, nan_key_reaches_exactly_the_rows_that_see_it) {
@@ -56,15 +64,7 @@ TEST_P(sdpa_nan_tiles, nan_key_reaches_exactly_the_rows_that_see_it) {
     auto base = run(len, ATTN_CAUSAL_TOP_LEFT, q, k, v, lse_base);
     k[size_t(100 * dim + 5)] = NAN;
     auto out = run(len, ATTN_CAUSAL_TOP_LEFT, q, k, v, lse);
-    for (int64_t r = 0; r < len; ++r) {
-        const bool nan_row = r >= 100;
-        EXPECT_EQ(std::isnan(lse[size_t(r)]), nan_row) << "row " << r;
-        for (int64_t e = 0; e < dim; ++e) {
-            const float x = out[size_t(r * dim + e)];
-            if (nan_row) EXPECT_TRUE(std::isnan(x)) << "row " << r << ", column " << e;
-            else EXPECT_EQ(x, base[size_t(r * dim + e)]) << "row " << r << ", column " << e;
-        }
-    }
+    expect_nan_rows(out, lse, base, [&](int64_t r) { return r >= 100; });
 }
 
 // A sliding window (each row sees keys i-40 .. i+40): rows see parts of tiles cut at both
@@ -73,30 +73,11 @@ TEST_P(sdpa_nan_tiles, nan_key_reaches_exactly_the_rows_that_see_it) {
 TEST_P(sdpa_nan_tiles, nan_key_reaches_exactly_the_rows_whose_window_holds_it) {
     constexpr int64_t reach = 40, key = 1030;  // key 1030: past the first tile on every ISA
     auto q = random_tensor(len * dim, 51), k = random_tensor(len * dim, 52), v = random_tensor(len * dim, 53);
-    auto run_window = [&](std::vector<float> &lse) {
-        attn_sdpa_desc d;
-        attn_sdpa_desc_init(&d, 1, 1, len, len, dim);
-        d.window_left = d.window_right = reach;
-        lse.assign(size_t(len), -7.0f);
-        d.lse = lse.data();
-        std::vector<float> out(size_t(len * dim), -7.0f);
-        EXPECT_EQ(attn_sdpa_f32(ctx(), &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK)
-            << attn_last_error();
-        return out;
-    };
     std::vector<float> lse_base, lse;
-    const auto base = run_window(lse_base);
+    const auto base = run(len, ATTN_CAUSAL_NONE, q, k, v, lse_base, reach);
     k[size_t(key * dim + 3)] = NAN;
-    const auto out = run_window(lse);
-    for (int64_t r = 0; r < len; ++r) {
-        const bool nan_row = r >= key - reach && r <= key + reach;
-        EXPECT_EQ(std::isnan(lse[size_t(r)]), nan_row) << "row " << r;
-        for (int64_t e = 0; e < dim; ++e) {
-            const float x = out[size_t(r * dim + e)];
-            if (nan_row) EXPECT_TRUE(std::isnan(x)) << "row " << r << ", column " << e;
-            else EXPECT_EQ(x, base[size_t(r * dim + e)]) << "row " << r << ", column " << e;
-        }
-    }
+    const auto out = run(len, ATTN_CAUSAL_NONE, q, k, v, lse, reach);
+    expect_nan_rows(out, lse, base, [&](int64_t r) { return r >= key - reach && r <= key + reach; });
 }
 
 // A key hidden from a row (causal) is never read for it: a NaN in that key's V row reaches
