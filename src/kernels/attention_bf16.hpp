@@ -119,6 +119,12 @@ void tile_scores_pairs(const attention_tile &t, int64_t j0, const uint32_t *q, i
 // -inf). Returns the lane-wise sum of P before dropout and scales. The writes trail the reads.
 // F32Exp: e^(S - m) by the f32 paths' exponential (softmax_exp) instead, where the weights of
 // the rows are the f32 tiles' (P rounded to bf16 all the same).
+// A pass of its own, not interleaved with the products: on Zen 5 its operations take the
+// VDPBF16PS pipes (beside a loop of VDPBF16PS at two a cycle each add, multiply-add, max,
+// VREDUCEPS or VSCALEFPS costs half a cycle more, VCVTNEPS2BF16 a whole one), so a vector of
+// P costs 5.5-6 cycles wherever it runs; machine/bf16_softmax_ceiling puts the bound with the
+// pass apart at 0.86 (D64) / 0.92 (D128) of the VDPBF16PS peak, and at 0.91 / 0.945 with P
+// formed among the products. Two vectors a conversion (VCVTNE2PS2BF16) measured no faster.
 template <class Arch, bool F32Exp = false>
 xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, key_range seen,
                                         float m, int64_t r, int64_t j0, int64_t cols,
