@@ -64,6 +64,17 @@ inline int panel_vectors(const attention_tile &t, int64_t r0, int64_t rr, int64_
 // Whether the scores of row r need more than the scaled dot products (softcap, ALiBi).
 inline bool has_score_terms(const attention_tile &t) { return t.softcap > 0.0f || t.alibi_slopes; }
 
+// x, the scores of tile columns c .. c+W-1, with the lanes outside cols = [lo, hi) -inf.
+template <class Arch>
+inline xsimd::batch<float, Arch> hide_outside(const xsimd::batch<float, Arch> &x, int64_t c,
+                                              key_range cols) {
+    using fbatch = xsimd::batch<float, Arch>;
+    const fbatch col = fbatch(static_cast<float>(c)) + lane_index<Arch>();
+    return xsimd::select(col >= fbatch(static_cast<float>(cols.lo)) &&
+                             col < fbatch(static_cast<float>(cols.hi)),
+                         x, fbatch(-std::numeric_limits<float>::infinity()));
+}
+
 // Row r of S for keys j0 + c, c in cols = [lo, hi) (a range of tile_columns): the score
 // definition applied to the scaled scores in s_row, in its order: softcap, + mask (mask_row
 // at key j0), - ALiBi slope |i' - j| (the distance an integer, converted once: exact up to
@@ -98,12 +109,7 @@ float finish_score_row(const attention_tile &t, int64_t r, float *s_row, key_ran
             const fbatch distance = xsimd::abs(fbatch(static_cast<float>(at - j0 - c)) - index);
             x -= fbatch(slope) * distance;
         }
-        if (c < cols.lo || c + W > cols.hi) {
-            const fbatch col = fbatch(static_cast<float>(c)) + index;
-            x = xsimd::select(col >= fbatch(static_cast<float>(cols.lo)) &&
-                                  col < fbatch(static_cast<float>(cols.hi)),
-                              x, fbatch(neg_inf));
-        }
+        if (c < cols.lo || c + W > cols.hi) x = hide_outside<Arch>(x, c, cols);
         x.store_aligned(s_row + c);
         row_max = xsimd::max(x, row_max);  // x86 max returns its second operand on NaN
         nan_seen = nan_seen | xsimd::isnan(x);
@@ -125,10 +131,7 @@ float plain_row_max(float *s_row, key_range cols) {
     const float neg_inf = -std::numeric_limits<float>::infinity();
     const int64_t first = cols.lo / W * W, last = (cols.hi - 1) / W * W;
     auto hide = [&](int64_t c) {  // one vector, -inf outside [lo, hi)
-        const fbatch col = fbatch(static_cast<float>(c)) + lane_index<Arch>();
-        const fbatch x = xsimd::select(col >= fbatch(static_cast<float>(cols.lo)) &&
-                                           col < fbatch(static_cast<float>(cols.hi)),
-                                       fbatch::load_aligned(s_row + c), fbatch(neg_inf));
+        const fbatch x = hide_outside<Arch>(fbatch::load_aligned(s_row + c), c, cols);
         x.store_aligned(s_row + c);
         return x;
     };
