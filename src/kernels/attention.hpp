@@ -68,28 +68,33 @@ struct scratch_layout {
 // ---- tile steps -------------------------------------------------------------------------
 
 // S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels of
-// the key tile at j0, and score_max[r][0..W) the lane-wise max of row r's computed scores
+// the key tile at j0, and score_max[r][0..W) the lane-wise max of row r's visible scores
 // (NaN left out). A (row block, panel) pair hidden from every row of the block (window,
 // causal limit) is skipped, and only the key vectors up to the block's last row's limit
-// are computed: the scores outside them are never read.
+// are computed: the scores outside them are never read; in a block some row does not wholly
+// see, its hidden lanes are -inf (hide_block).
 template <class Arch>
-void tile_scores(const attention_tile &t, int64_t j0, const float *qs, int64_t dim, int64_t rows,
+void tile_scores(const attention_tile &t, int64_t j0, int64_t cols, const float *qs, int64_t dim,
                  const float *panels_at, int64_t panels, float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int nr = panel_keys<Arch>;
     constexpr int W = lanes<Arch>;
+    const int64_t rows = t.rows;
     const fbatch neg_inf(-std::numeric_limits<float>::infinity());
     for (int64_t r = 0; r < rows; ++r) neg_inf.store_aligned(score_max + r * W);
+    alignas(64) float cut_max[blk::mr_s * W] = {};  // a cut block's maxima, set by hide_block
     for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
         for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
             const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
             const int vectors = panel_vectors<Arch>(t, r0, rr, j0, p * nr);
             if (vectors == 0) continue;
+            const bool whole = block_sees_all(t, r0, rr, j0, cols, p * nr, p * nr + vectors * W);
+            float *s_at = s + r0 * blk::bc + p * nr;
             score_block_rows<Arch, blk::mr_s>(rr, vectors, qs + r0 * dim, dim,
-                                              panels_at + p * nr * dim, dim,
-                                              s + r0 * blk::bc + p * nr, blk::bc,
-                                              score_max + r0 * W);
+                                              panels_at + p * nr * dim, dim, s_at, blk::bc,
+                                              whole ? score_max + r0 * W : cut_max);
+            if (!whole) hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at, blk::bc, score_max);
         }
 }
 
@@ -160,21 +165,21 @@ void tile_scores_direct(const float *qs, int64_t dim, int64_t rows, const kv_row
 
 // S = (scale Q) K^T for the keys j0 .. j0+cols-1: K from the packed head, or straight from
 // its rows for a few query rows, or packed now into k_buf. Returns whether score_max holds
-// each row's max over the tile's whole panels (not on the direct path).
+// each row's max over its visible scores (tile_scores; not on the direct path).
 template <class Arch>
 bool tile_scores_for(const attention_tile &t, const float *qs, int64_t j0, int64_t cols,
                      float *s, float *k_buf, float *score_max) {
     constexpr int nr = panel_keys<Arch>;
     const int64_t panels = (cols + nr - 1) / nr;
     if (t.k_packed) {
-        tile_scores<Arch>(t, j0, qs, t.dim_qk, t.rows, t.k_packed + (j0 / nr) * nr * t.dim_qk,
+        tile_scores<Arch>(t, j0, cols, qs, t.dim_qk, t.k_packed + (j0 / nr) * nr * t.dim_qk,
                           panels, s, score_max);
     } else if (t.rows <= attention_direct_rows) {
         tile_scores_direct<Arch>(qs, t.dim_qk, t.rows, t.k, j0, cols, s);
         return false;
     } else {
         pack_k_panels<Arch>(t.k, j0, t.len_kv, t.dim_qk, panels, k_buf);
-        tile_scores<Arch>(t, j0, qs, t.dim_qk, t.rows, k_buf, panels, s, score_max);
+        tile_scores<Arch>(t, j0, cols, qs, t.dim_qk, k_buf, panels, s, score_max);
     }
     return true;
 }
@@ -330,7 +335,6 @@ void attention_forward_tile_with(const attention_tile &t) {
     float *score_max = t.scratch + at.score_max;
     float *key_factors = t.scratch + at.key_factors;
     const int64_t dv_pad = round_up(t.dim_v, W);
-    constexpr int nr = panel_keys<Arch>;
 
     Scores::load_q(t, qs);
     for (int64_t i = 0; i < t.rows * dv_pad; i += W) fbatch(0.0f).store_aligned(o + i);
@@ -347,25 +351,24 @@ void attention_forward_tile_with(const attention_tile &t) {
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
 
-        // S = (scale Q) K^T for this tile, and its row maxima over whole panels
+        // S = (scale Q) K^T for this tile, and (when it says so) each row's max over its
+        // visible scores
         const bool maxima = Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, score_max,
-                                         key_factors) &&
-                            cols % nr == 0;
+                                         key_factors);
 
         // online softmax: m' = max(m, rowmax S), P = exp(S - m'), sum P
         for (int64_t r = 0; r < t.rows; ++r) {
             float *s_row = s + r * blk::bc;
             const key_range seen = tile_columns(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;
-            // every key visible, plain scaled scores: the max from S = Q K^T stands; some
-            // visible (a diagonal, a window's edge): a pass for the max, rewriting only the
-            // vectors cut by its ends; else (or when it is -inf: all scores -inf or NaN) a pass
-            // over the row applies the score definition (softcap, mask, ALiBi, hiding) and finds it
+            // plain scaled scores: the max from S = Q K^T stands (hidden lanes -inf already),
+            // or without one a pass for it, rewriting only the vectors cut by the row's ends;
+            // else (or when it is -inf: all scores -inf or NaN) a pass over the row applies
+            // the score definition (softcap, mask, ALiBi, hiding) and finds it
             float tile_max = neg_inf;
             if (plain_scores && seen.hi > seen.lo)
-                tile_max = maxima && seen.lo == 0 && seen.hi == cols
-                               ? reduce_max<Arch>(fbatch::load_aligned(score_max + r * W))
-                               : plain_row_max<Arch>(s_row, seen);
+                tile_max = maxima ? reduce_max<Arch>(fbatch::load_aligned(score_max + r * W))
+                                  : plain_row_max<Arch>(s_row, seen);
             if (tile_max == neg_inf) tile_max = finish_score_row<Arch>(t, r, s_row, seen, mask_row, j0);
             const float m_new = running_max<Arch>(m[r], tile_max);
             m_prev[r] = m[r];

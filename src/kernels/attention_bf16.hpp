@@ -90,24 +90,33 @@ inline void score_block_pairs_any(int rows, int vectors, const uint32_t *q, int6
 }
 
 // tile_scores (attention.hpp) over bf16-pair panels, key c's scores times col_scale[c]
-// (c < panels * nr): causal skipping and the diagonal's partial panels as there.
+// (c < panels * nr): causal skipping, the diagonal's partial panels and the hidden lanes of
+// cut blocks as there.
 template <class Arch>
-void tile_scores_pairs(const attention_tile &t, int64_t j0, const uint32_t *q, int64_t pairs,
-                       int64_t rows, const uint16_t *panels_at, int64_t panels,
+void tile_scores_pairs(const attention_tile &t, int64_t j0, int64_t cols, const uint32_t *q,
+                       int64_t pairs, const uint16_t *panels_at, int64_t panels,
                        const float *col_scale, float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
     constexpr int nr = panel_keys<Arch>;
     constexpr int W = lanes<Arch>;
+    const int64_t rows = t.rows;
     const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     for (int64_t r = 0; r < rows; ++r) _mm512_store_ps(score_max + r * W, neg_inf);
+    alignas(64) float cut_max[blk::mr_s * W] = {};  // a cut block's maxima, set by hide_block
     for (int64_t p = 0; p < panels; ++p)
         for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
             const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
             const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, p * nr);
             if (vectors == 0) continue;
+            const bool whole =
+                attention_detail::block_sees_all(t, r0, rr, j0, cols, p * nr, p * nr + vectors * W);
+            float *s_at = s + r0 * blk::bc + p * nr;
             score_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors>(
                 rr, vectors, q + r0 * pairs, pairs, panels_at + p * nr * pairs * 2, pairs,
-                col_scale + p * nr, s + r0 * blk::bc + p * nr, blk::bc, score_max + r0 * W);
+                col_scale + p * nr, s_at, blk::bc, whole ? score_max + r0 * W : cut_max);
+            if (!whole)
+                attention_detail::hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at,
+                                                   blk::bc, score_max);
         }
 }
 
@@ -403,7 +412,7 @@ struct bf16_scores {
         const uint16_t *k_at = tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
         alignas(64) float col_scale[blk::bc];
         tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
-        tile_scores_pairs<Arch>(t, j0, reinterpret_cast<const uint32_t *>(q_region), pairs, t.rows,
+        tile_scores_pairs<Arch>(t, j0, cols, reinterpret_cast<const uint32_t *>(q_region), pairs,
                                 k_at, panels, col_scale, s, score_max);
         return true;
     }

@@ -75,6 +75,43 @@ inline xsimd::batch<float, Arch> hide_outside(const xsimd::batch<float, Arch> &x
                          x, fbatch(-std::numeric_limits<float>::infinity()));
 }
 
+// Whether every row of [r0, r0 + rr) sees all of the tile's columns [c0, c1): then a score
+// block over them needs no hiding (hide_block).
+inline bool block_sees_all(const attention_tile &t, int64_t r0, int64_t rr, int64_t j0,
+                           int64_t cols, int64_t c0, int64_t c1) {
+    const key_range shared = shared_columns(t, r0, r0 + rr, j0, cols);
+    return shared.lo <= c0 && c1 <= shared.hi;
+}
+
+// The scores just formed for rows [r0, r0 + rr) over the tile's columns [c0, c0 + vectors W)
+// (row r0 + i at s_block + i * lds), where some row does not see them all (the causal
+// diagonal, a window's edge, a panel's keys past cols): the lanes outside each row's visible
+// columns -> -inf, and score_max[r][0..W) raised lane-wise by the rest, NaN left out as the
+// score kernels leave it. The kernel that formed them raised other maxima (not score_max), so
+// score_max holds each row's max over its visible scores only, and the tile loop needs no
+// pass over a row for it.
+template <class Arch>
+void hide_block(const attention_tile &t, int64_t r0, int64_t rr, int64_t j0, int64_t cols,
+                int64_t c0, int vectors, float *s_block, int64_t lds, float *score_max) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    for (int64_t i = 0; i < rr; ++i) {
+        const key_range own = tile_columns(t, r0 + i, j0, cols);
+        float *row = s_block + i * lds;
+        fbatch m = fbatch::load_aligned(score_max + (r0 + i) * W);
+        for (int v = 0; v < vectors; ++v) {
+            const int64_t c = c0 + v * W;
+            fbatch x = fbatch::load_aligned(row + v * W);
+            if (c < own.lo || c + W > own.hi) {
+                x = hide_outside<Arch>(x, c, own);
+                x.store_aligned(row + v * W);
+            }
+            m = xsimd::max(x, m);  // x86 max returns its second operand on NaN
+        }
+        m.store_aligned(score_max + (r0 + i) * W);
+    }
+}
+
 // Row r of S for keys j0 + c, c in cols = [lo, hi) (a range of tile_columns): the score
 // definition applied to the scaled scores in s_row, in its order: softcap, + mask (mask_row
 // at key j0), - ALiBi slope |i' - j| (the distance an integer, converted once: exact up to

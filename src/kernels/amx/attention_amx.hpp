@@ -190,15 +190,22 @@ struct tile_scores {
         const uint32_t *q = reinterpret_cast<const uint32_t *>(q_region);
         const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
         for (int64_t r = 0; r < t.rows; ++r) _mm512_store_ps(score_max + r * W, neg_inf);
+        alignas(64) float cut_max[rows_per_block * W] = {};  // a cut block's, set by hide_block
         for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
             for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_block) {
                 const int64_t rr = t.rows - r0 < rows_per_block ? t.rows - r0 : rows_per_block;
                 const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, p * nr);
                 if (vectors == 0) continue;
+                const bool whole = attention_detail::block_sees_all(t, r0, rr, j0, cols, p * nr,
+                                                                    p * nr + vectors * W);
                 float *s_at = s + r0 * blk::bc + p * nr;
                 score_tiles_any<Arch, Tiles>(vectors, q + r0 * pairs, pairs,
                                              k_at + p * nr * pairs * 2, s_at);
-                scale_and_max(rr, vectors, col_scale + p * nr, s_at, blk::bc, score_max + r0 * W);
+                scale_and_max(rr, vectors, col_scale + p * nr, s_at, blk::bc,
+                              whole ? score_max + r0 * W : cut_max);
+                if (!whole)
+                    attention_detail::hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at,
+                                                       blk::bc, score_max);
             }
         return true;
     }
