@@ -133,7 +133,9 @@ void tile_scores_pairs(const attention_tile &t, int64_t j0, int64_t cols, const 
 // VREDUCEPS or VSCALEFPS costs half a cycle more, VCVTNEPS2BF16 a whole one), so a vector of
 // P costs 5.5-6 cycles wherever it runs; machine/bf16_softmax_ceiling puts the bound with the
 // pass apart at 0.86 (D64) / 0.92 (D128) of the VDPBF16PS peak, and at 0.91 / 0.945 with P
-// formed among the products. Two vectors a conversion (VCVTNE2PS2BF16) measured no faster.
+// formed among the products. Two vectors at a time, summed in two chains and rounded by one
+// VCVTNE2PS2BF16: on Zen 4 a vector of P in a loop of its own takes 8.6 cycles one at a time
+// (VCVTNEPS2BF16 1.5 of them, one chain of sums), 7.7 so (no faster on Zen 5).
 template <class Arch, bool F32Exp = false>
 xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, key_range seen,
                                         float m, int64_t r, int64_t j0, int64_t cols,
@@ -142,14 +144,15 @@ xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, k
     constexpr int W = lanes<Arch>;
     uint16_t *p16 = reinterpret_cast<uint16_t *>(s_row);
     const __m256i zeros = _mm256_setzero_si256();
-    fbatch sum(0.0f);
+    fbatch sum0(0.0f), sum1(0.0f);
     const key_range held = attention_detail::p_vectors<Arch>(seen, m);
     const int64_t from = held.lo, to = held.hi;
     for (int64_t c = 0; c < from; c += W) _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), zeros);
     const fbatch shift(m);
     const uint32_t key = t.dropout_keys ? t.dropout_keys[r] : 0;
-    auto span = [&](auto dropout, auto scaled) {  // one loop per case, no test in it
-        for (int64_t c = from; c < to; c += W) {
+    auto span = [&](auto dropout, auto scaled) __attribute__((always_inline)) {  // one loop a case
+        // the vector at column c: P in f32 into `sum`, then P times its factors as stored
+        auto p_at = [&](int64_t c, fbatch &sum) __attribute__((always_inline)) {
             const fbatch arg = fbatch::load_aligned(s_row + c) - shift;
             fbatch p = F32Exp ? attention_detail::softmax_exp<Arch>(arg) : exp_for_bf16<Arch>(arg);
             sum += p;
@@ -160,8 +163,15 @@ xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, k
             if constexpr (decltype(scaled)::value)
                 x = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ), x,
                                         _mm512_load_ps(p_scale + c));
-            _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), (__m256i)_mm512_cvtneps_pbh(x));
+            return x;
+        };
+        int64_t c = from;
+        for (; c + 2 * W <= to; c += 2 * W) {
+            const __m512 x0 = p_at(c, sum0), x1 = p_at(c + W, sum1);
+            _mm512_storeu_si512(p16 + c, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
         }
+        if (c < to)
+            _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), (__m256i)_mm512_cvtneps_pbh(p_at(c, sum0)));
     };
     using yes = std::true_type;
     using no = std::false_type;
@@ -169,7 +179,7 @@ xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, k
     else p_scale ? span(no{}, yes{}) : span(no{}, no{});
     const int64_t p_cols = attention_detail::round_up(cols, 32);
     for (int64_t c = to; c < p_cols; c += W) _mm256_store_si256(reinterpret_cast<__m256i *>(p16 + c), zeros);
-    return sum;
+    return sum0 + sum1;
 }
 
 // The V pair rows for keys j0 .. j0+cols-1 of a tile: the driver's packed pairs when it
