@@ -13,6 +13,7 @@
 
 #include "core/kv_rows.hpp"
 #include "kernels/attention_pack.hpp"
+#include "kernels/kernels.hpp"
 #include "kernels/row_reader.hpp"
 
 ATTN_KERNELS_BEGIN
@@ -21,12 +22,13 @@ namespace attention_decode_detail {
 // K and V rows this many keys ahead are prefetched (a few KB in flight per thread), at least.
 inline constexpr int64_t decode_prefetch_keys = 16;
 
-// Dense K and V rows (decoding's usual cache) are prefetched further: as many keys as fill this
-// many bytes of a row's stream, between decode_prefetch_keys and dense_prefetch_keys_max. One
-// row, H32 over 32 KV heads, D128, Lk16384 (a cache of 138 MB): I8 (128-byte rows, 64 keys
-// ahead) takes 0.9x the time it takes 16 keys ahead; bf16 (256 bytes, 32 keys) the same time,
-// and 1.03x 64 keys ahead.
-inline constexpr int64_t dense_prefetch_bytes = 8192, dense_prefetch_keys_max = 64;
+// Dense K and V rows (decoding's usual cache) may be prefetched further: as many keys as fill
+// decode_prefetch_bytes() of a row's stream (dispatch.cpp: by CPU family), between
+// decode_prefetch_keys and dense_prefetch_keys_max. One row, H32 over 32 KV heads, D128,
+// Lk16384 (a cache of 138 MB), on Zen 5: I8 (128-byte rows, 64 keys ahead) takes 0.9x the
+// time it takes 16 keys ahead; bf16 (256 bytes, 32 keys) the same time, and 1.03x 64 keys
+// ahead. On Zen 4 16 keys ahead is the faster.
+inline constexpr int64_t dense_prefetch_keys_max = 64;
 
 // Rows at least a page apart (e.g. [batch, seq, head, dim] layouts) are not prefetched:
 // with 4 KB pages each such row is a TLB miss, and prefetching them ahead made decoding
@@ -155,7 +157,7 @@ struct row_prefetch {
             k_step = core::element_offset_bytes(k.type, k.ld);
             v_step = core::element_offset_bytes(v.type, v.ld);
             if (dense()) {
-                const int64_t row = k_bytes > v_bytes ? k_bytes : v_bytes, fill = dense_prefetch_bytes / row;
+                const int64_t row = k_bytes > v_bytes ? k_bytes : v_bytes, fill = decode_prefetch_bytes() / row;
                 keys_ahead = fill < decode_prefetch_keys    ? decode_prefetch_keys
                              : fill > dense_prefetch_keys_max ? dense_prefetch_keys_max
                                                               : fill;

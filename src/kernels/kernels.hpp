@@ -152,4 +152,9 @@ attn_isa best_supported_isa();
 // ATTN_ISA_AMX_EMULATED (never chosen by best_supported_isa) wherever avx512_bf16 runs.
 bool isa_supported(attn_isa isa);
 
+// How many bytes of a dense K or V row stream decoding prefetches ahead on this CPU
+// (decode_rows.hpp): a property of its memory system, not of the ISA level, and no part of
+// the results.
+int64_t decode_prefetch_bytes();
+
 }  // namespace attn::kernels
