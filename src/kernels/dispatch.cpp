@@ -88,10 +88,10 @@ bool isa_supported(attn_isa isa) {
 }
 
 int64_t decode_prefetch_bytes() {
-    // Decoding over a cache from memory (H32 over 32 KV heads, D128, Lk16384, 1 and 2
-    // threads, 8 alternated rounds): on Zen 5 (family 26) 8 KB ahead, I8 64 keys, took 0.9x
-    // the time of 16 keys ahead, bf16 the same; on Zen 4 (family 25) 16 keys ahead took 0.77-0.95x
-    // the time of 8 KB ahead for f32 queries over bf16, I8, I4 and E4M3, at 1 and 2 threads.
+    // Decoding over a cache from memory (H32 over 32 KV heads, D128, Lk16384): on Zen 5
+    // (family 26) 8 KB ahead (I8: 64 keys) took 0.9x the time of 16 keys ahead, bf16 the same;
+    // on Zen 4 (family 25) 16 keys ahead took 0.77-0.95x the time of 8 KB ahead (f32 queries
+    // over bf16, I8, I4 and E4M3, 1 and 2 threads, 8 alternated rounds). Others as Zen 5.
     static const int64_t bytes = [] {
         unsigned a, b, c, d;
         if (!__get_cpuid(0, &a, &b, &c, &d)) return int64_t(8192);
