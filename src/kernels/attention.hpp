@@ -69,33 +69,22 @@ struct scratch_layout {
 
 // S[rows x panels*nr] (leading dimension bc) = qs[rows x dim] K^T for the given panels of
 // the key tile at j0, and score_max[r][0..W) the lane-wise max of row r's visible scores
-// (NaN left out). A (row block, panel) pair hidden from every row of the block (window,
-// causal limit) is skipped, and only the key vectors up to the block's last row's limit
-// are computed: the scores outside them are never read; in a block some row does not wholly
-// see, its hidden lanes are -inf (hide_block).
+// (NaN left out), block by block (score_blocks): a (row block, panel) pair hidden from every
+// row of the block (window, causal limit) is skipped, and only the key vectors up to the
+// block's last row's limit are computed (the scores outside them are never read); in a block
+// some row does not wholly see, its hidden lanes are -inf.
 template <class Arch>
 void tile_scores(const attention_tile &t, int64_t j0, int64_t cols, const float *qs, int64_t dim,
                  const float *panels_at, int64_t panels, float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
-    using fbatch = xsimd::batch<float, Arch>;
     constexpr int nr = panel_keys<Arch>;
-    constexpr int W = lanes<Arch>;
-    const int64_t rows = t.rows;
-    const fbatch neg_inf(-std::numeric_limits<float>::infinity());
-    for (int64_t r = 0; r < rows; ++r) neg_inf.store_aligned(score_max + r * W);
-    alignas(64) float cut_max[blk::mr_s * W] = {};  // a cut block's maxima, set by hide_block
-    for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
-        for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
-            const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
-            const int vectors = panel_vectors<Arch>(t, r0, rr, j0, p * nr);
-            if (vectors == 0) continue;
-            const bool whole = block_sees_all(t, r0, rr, j0, cols, p * nr, p * nr + vectors * W);
-            float *s_at = s + r0 * blk::bc + p * nr;
-            score_block_rows<Arch, blk::mr_s>(rr, vectors, qs + r0 * dim, dim,
+    score_blocks<Arch, blk::mr_s>(
+        t, j0, cols, panels, s, score_max,
+        [&](int64_t r0, int64_t rr, int64_t p, int vectors, float *s_at, float *row_max) {
+            score_block_rows<Arch, blk::mr_s>(static_cast<int>(rr), vectors, qs + r0 * dim, dim,
                                               panels_at + p * nr * dim, dim, s_at, blk::bc,
-                                              whole ? score_max + r0 * W : cut_max);
-            if (!whole) hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at, blk::bc, score_max);
-        }
+                                              row_max);
+        });
 }
 
 // V rows for keys j0 .. j0+keys-1 readable as full f32 vectors: in place when they are

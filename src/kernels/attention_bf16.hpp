@@ -98,26 +98,13 @@ void tile_scores_pairs(const attention_tile &t, int64_t j0, int64_t cols, const 
                        const float *col_scale, float *s, float *score_max) {
     using blk = attention_blocking<Arch>;
     constexpr int nr = panel_keys<Arch>;
-    constexpr int W = lanes<Arch>;
-    const int64_t rows = t.rows;
-    const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    for (int64_t r = 0; r < rows; ++r) _mm512_store_ps(score_max + r * W, neg_inf);
-    alignas(64) float cut_max[blk::mr_s * W] = {};  // a cut block's maxima, set by hide_block
-    for (int64_t p = 0; p < panels; ++p)
-        for (int64_t r0 = 0; r0 < rows; r0 += blk::mr_s) {
-            const int rr = static_cast<int>(rows - r0 < blk::mr_s ? rows - r0 : blk::mr_s);
-            const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, p * nr);
-            if (vectors == 0) continue;
-            const bool whole =
-                attention_detail::block_sees_all(t, r0, rr, j0, cols, p * nr, p * nr + vectors * W);
-            float *s_at = s + r0 * blk::bc + p * nr;
+    attention_detail::score_blocks<Arch, blk::mr_s>(
+        t, j0, cols, panels, s, score_max,
+        [&](int64_t r0, int64_t rr, int64_t p, int vectors, float *s_at, float *row_max) {
             score_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors>(
-                rr, vectors, q + r0 * pairs, pairs, panels_at + p * nr * pairs * 2, pairs,
-                col_scale + p * nr, s_at, blk::bc, whole ? score_max + r0 * W : cut_max);
-            if (!whole)
-                attention_detail::hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at,
-                                                   blk::bc, score_max);
-        }
+                static_cast<int>(rr), vectors, q + r0 * pairs, pairs,
+                panels_at + p * nr * pairs * 2, pairs, col_scale + p * nr, s_at, blk::bc, row_max);
+        });
 }
 
 // Row r's P over the keys j0 .. j0+cols-1 of a tile as bf16, in place of its scores (its bf16

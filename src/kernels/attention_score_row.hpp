@@ -112,6 +112,36 @@ void hide_block(const attention_tile &t, int64_t r0, int64_t rr, int64_t j0, int
     }
 }
 
+// The score blocks of the key tile at j0 (cols keys, `panels` panels), for every scores
+// policy: score_max[r] set to -inf, then for each panel p (one K panel stays in L1 across the
+// row blocks) and each block of up to Rows rows r0 .. r0+rr-1, the panel's first `vectors`
+// key vectors its rows need (panel_vectors; none: the block is skipped) formed by
+// form(r0, rr, p, vectors, s_at, row_max), S of row r0 at s_at (rows bc apart), raising the
+// lane-wise maxima at row_max: score_max's rows where every row of the block sees them all,
+// else scratch ones and hide_block hides the lanes and raises score_max. So score_max ends as
+// each row's max over its visible scores (NaN left out), whatever forms the products.
+template <class Arch, int Rows, class Form>
+void score_blocks(const attention_tile &t, int64_t j0, int64_t cols, int64_t panels, float *s,
+                  float *score_max, Form form) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    constexpr int64_t bc = attention_blocking<Arch>::bc;
+    for (int64_t r = 0; r < t.rows; ++r)
+        fbatch(-std::numeric_limits<float>::infinity()).store_aligned(score_max + r * W);
+    alignas(64) float cut_max[Rows * W] = {};  // a cut block's maxima, set by hide_block
+    for (int64_t p = 0; p < panels; ++p)
+        for (int64_t r0 = 0; r0 < t.rows; r0 += Rows) {
+            const int64_t rr = t.rows - r0 < Rows ? t.rows - r0 : Rows;
+            const int vectors = panel_vectors<Arch>(t, r0, rr, j0, p * nr);
+            if (vectors == 0) continue;
+            const bool whole = block_sees_all(t, r0, rr, j0, cols, p * nr, p * nr + vectors * W);
+            float *s_at = s + r0 * bc + p * nr;
+            form(r0, rr, p, vectors, s_at, whole ? score_max + r0 * W : cut_max);
+            if (!whole) hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at, bc, score_max);
+        }
+}
+
 // Row r of S for keys j0 + c, c in cols = [lo, hi) (a range of tile_columns): the score
 // definition applied to the scaled scores in s_row, in its order: softcap, + mask (mask_row
 // at key j0), - ALiBi slope |i' - j| (the distance an integer, converted once: exact up to

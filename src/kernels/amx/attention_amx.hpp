@@ -182,31 +182,18 @@ struct tile_scores {
                      float *s, float *k_buf, float *score_max, float *key_factors) {
         using blk = attention_blocking<Arch>;
         constexpr int nr = panel_keys<Arch>;
-        constexpr int W = lanes<Arch>;
         const int64_t panels = (cols + nr - 1) / nr, pairs = pairs_of(t.dim_qk);
         const uint16_t *k_at = attention_bf16_detail::tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
         alignas(64) float col_scale[blk::bc];
         attention_bf16_detail::tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
         const uint32_t *q = reinterpret_cast<const uint32_t *>(q_region);
-        const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-        for (int64_t r = 0; r < t.rows; ++r) _mm512_store_ps(score_max + r * W, neg_inf);
-        alignas(64) float cut_max[rows_per_block * W] = {};  // a cut block's, set by hide_block
-        for (int64_t p = 0; p < panels; ++p)  // one K panel stays in L1 across the row blocks
-            for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_block) {
-                const int64_t rr = t.rows - r0 < rows_per_block ? t.rows - r0 : rows_per_block;
-                const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, p * nr);
-                if (vectors == 0) continue;
-                const bool whole = attention_detail::block_sees_all(t, r0, rr, j0, cols, p * nr,
-                                                                    p * nr + vectors * W);
-                float *s_at = s + r0 * blk::bc + p * nr;
+        attention_detail::score_blocks<Arch, rows_per_block>(  // one K panel in L1 across the row blocks
+            t, j0, cols, panels, s, score_max,
+            [&](int64_t r0, int64_t rr, int64_t p, int vectors, float *s_at, float *row_max) {
                 score_tiles_any<Arch, Tiles>(vectors, q + r0 * pairs, pairs,
                                              k_at + p * nr * pairs * 2, s_at);
-                scale_and_max(rr, vectors, col_scale + p * nr, s_at, blk::bc,
-                              whole ? score_max + r0 * W : cut_max);
-                if (!whole)
-                    attention_detail::hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at,
-                                                       blk::bc, score_max);
-            }
+                scale_and_max(rr, vectors, col_scale + p * nr, s_at, blk::bc, row_max);
+            });
         return true;
     }
 
