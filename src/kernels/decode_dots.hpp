@@ -380,11 +380,18 @@ nibble_key_major_dots(const float *qp, const row_reader<Arch, E> *key, int64_t g
 #pragma GCC unroll 4
         for (int k0 = 0; k0 < KEYS; k0 += KG) {
             __m512 table[KG];
+            // (the group by a count, not s / spans_a_group: a division by a value known only at
+            // run time is an IDIV in every unrolled span)
+            int64_t g = 0, left = 0;
 #pragma GCC unroll 4
             for (int s = 0; s < SPANS; ++s) {
-                if (s % spans_a_group == 0)
+                if (left == 0) {
 #pragma GCC unroll 4
-                    for (int k = 0; k < KG; ++k) table[k] = nibble_table<T>(values, key[k0 + k], s / spans_a_group);
+                    for (int k = 0; k < KG; ++k) table[k] = nibble_table<T>(values, key[k0 + k], g);
+                    ++g;
+                    left = spans_a_group;
+                }
+                --left;
 #pragma GCC unroll 4
                 for (int k = 0; k < KG; ++k) {
                     const __m512i pairs = nibble_pairs<Arch>(key[k0 + k].p, s * 32);
