@@ -23,11 +23,12 @@ namespace attention_decode_detail {
 inline constexpr int64_t decode_prefetch_keys = 16;
 
 // Dense K and V rows (decoding's usual cache) may be prefetched further: as many keys as fill
-// decode_prefetch_bytes() of a row's stream (dispatch.cpp: by CPU family), between
+// decode_prefetch().bytes of a row's stream (dispatch.cpp: by CPU family), between
 // decode_prefetch_keys and dense_prefetch_keys_max. One row, H32 over 32 KV heads, D128,
 // Lk16384 (a cache of 138 MB), on Zen 5: I8 (128-byte rows, 64 keys ahead) takes 0.9x the
 // time it takes 16 keys ahead; bf16 (256 bytes, 32 keys) the same time, and 1.03x 64 keys
-// ahead. On Zen 4 16 keys ahead is the faster.
+// ahead. On Zen 4 16 keys ahead is the faster, and rows of 128 and 256 bytes from a call whose
+// K and V exceed the L3 are not prefetched at all (decode_prefetch()'s memory rows).
 inline constexpr int64_t dense_prefetch_keys_max = 64;
 
 // Rows at least a page apart (e.g. [batch, seq, head, dim] layouts) are not prefetched:
@@ -144,11 +145,15 @@ struct row_prefetch {
     const char *k0 = nullptr, *v0 = nullptr;  // key j0's rows, contiguous rows only
     int64_t k_step = 0, v_step = 0;            // bytes from a row to the next, likewise
     int64_t keys_ahead = decode_prefetch_keys;  // how far ahead: further for dense rows
-    row_prefetch(const kv_rows &k_, const kv_rows &v_, int64_t dk, int64_t dv, int64_t j0)
+    // streamed: the call's K and V exceed the last-level cache (attention_tile::kv_beyond_llc)
+    // and the pass reads them for one query row, one key's row after another. (With several
+    // rows a KV head, rows read in step, H32 over 8 KV heads, Lk16384: no prefetch took 1.04x
+    // the time over I8 and 1.08-1.1x over bf16, on Zen 4.)
+    row_prefetch(const kv_rows &k_, const kv_rows &v_, int64_t dk, int64_t dv, int64_t j0, bool streamed)
         : k(k_), v(v_), dim_k(dk), dim_v(dv),
           k_bytes(core::element_offset_bytes(k_.type, dk + dk % 2)),
           v_bytes(core::element_offset_bytes(v_.type, dv + dv % 2)),
-          on(rows_share_pages(k_) && rows_share_pages(v_)) {
+          on(rows_share_pages(k_) && rows_share_pages(v_) && !left_to_hardware(streamed)) {
         // (strides of rows sharing pages are small: their products below cannot overflow)
         if (on && !k.pages && !v.pages && k.ld * core::element_bits(k.type) % 8 == 0 &&
             v.ld * core::element_bits(v.type) % 8 == 0) {
@@ -157,7 +162,7 @@ struct row_prefetch {
             k_step = core::element_offset_bytes(k.type, k.ld);
             v_step = core::element_offset_bytes(v.type, v.ld);
             if (dense()) {
-                const int64_t row = k_bytes > v_bytes ? k_bytes : v_bytes, fill = decode_prefetch_bytes() / row;
+                const int64_t row = k_bytes > v_bytes ? k_bytes : v_bytes, fill = decode_prefetch().bytes / row;
                 keys_ahead = fill < decode_prefetch_keys    ? decode_prefetch_keys
                              : fill > dense_prefetch_keys_max ? dense_prefetch_keys_max
                                                               : fill;
@@ -165,6 +170,12 @@ struct row_prefetch {
         }
     }
     bool dense() const { return k0 && k_step == k_bytes && v_step == v_bytes; }
+    // Streamed rows short enough for the CPU's own prefetcher (decode_prefetch())
+    bool left_to_hardware(bool streamed) const {
+        const decode_prefetch_policy &p = decode_prefetch();
+        return streamed && k_bytes >= p.memory_rows_from && v_bytes >= p.memory_rows_from &&
+               k_bytes < p.memory_rows_below && v_bytes < p.memory_rows_below;
+    }
     // The score pass's prefetches, as it reads keys j0 + [c, c + n), for the keys keys_ahead
     // further (none past hi): dense rows K's lines only, as one span; else K and V row by row.
     template <class Arch>

@@ -87,20 +87,48 @@ bool isa_supported(attn_isa isa) {
     return isa <= best;
 }
 
-int64_t decode_prefetch_bytes() {
+namespace {
+
+// The bytes of the AMD core's level-3 cache (CPUID 0x8000001D, the cache properties' leaf),
+// 0 where the leaf does not say.
+int64_t amd_l3_bytes() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x8000001d) return 0;
+    for (unsigned i = 0; i < 8; ++i) {
+        __cpuid_count(0x8000001d, i, a, b, c, d);
+        const unsigned type = a & 0x1f, level = (a >> 5) & 0x7;
+        if (type == 0) break;
+        if (level == 3 && (type == 1 || type == 3))  // data or unified
+            return int64_t((b >> 22) + 1) * int64_t(((b >> 12) & 0x3ff) + 1) * int64_t((b & 0xfff) + 1) *
+                   int64_t(c + 1);
+    }
+    return 0;
+}
+
+}  // namespace
+
+const decode_prefetch_policy &decode_prefetch() {
     // Decoding over a cache from memory (H32 over 32 KV heads, D128, Lk16384): on Zen 5
     // (family 26) 8 KB ahead (I8: 64 keys) took 0.9x the time of 16 keys ahead, bf16 the same;
     // on Zen 4 (family 25) 16 keys ahead took 0.77-0.95x the time of 8 KB ahead (f32 queries
-    // over bf16, I8, I4 and E4M3, 1 and 2 threads, 8 alternated rounds). Others as Zen 5.
-    static const int64_t bytes = [] {
+    // over bf16, I8, I4 and E4M3, 1 and 2 threads, 8 alternated rounds). On Zen 4, where the
+    // call's K and V exceed the L3, no software prefetch at all took less time again for rows
+    // of 128 and 256 bytes (D128, 32 KV heads, 4-6 alternated rounds, 1 / 2 threads: bf16
+    // 0.68-0.94x, f16 0.74-0.88x, I8 0.75-0.87x, E4M3 0.68-0.78x), not for I4's of 64 (0.94-
+    // 1.06x), and 1.15-1.6x the time for f32's of 512; 1.4-1.9x for bf16 held in the L3 (8
+    // KV heads, Lk4096). Others as Zen 5.
+    static const decode_prefetch_policy policy = [] {
+        const decode_prefetch_policy usual{8192, 0, 0, 0};
         unsigned a, b, c, d;
-        if (!__get_cpuid(0, &a, &b, &c, &d)) return int64_t(8192);
+        if (!__get_cpuid(0, &a, &b, &c, &d)) return usual;
         const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
-        if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return int64_t(8192);
+        if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return usual;
         const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
-        return family == 0x19 ? int64_t(1024) : int64_t(8192);  // 1024: the 16-key floor
+        if (family != 0x19) return usual;
+        const int64_t l3 = amd_l3_bytes();
+        return decode_prefetch_policy{1024, 128, l3 > 0 ? 512 : 0, l3};  // 1024: the 16-key floor
     }();
-    return bytes;
+    return policy;
 }
 
 const kernel_table *kernel_table_for(attn_isa isa) {

@@ -152,9 +152,16 @@ attn_isa best_supported_isa();
 // ATTN_ISA_AMX_EMULATED (never chosen by best_supported_isa) wherever avx512_bf16 runs.
 bool isa_supported(attn_isa isa);
 
-// How many bytes of a dense K or V row stream decoding prefetches ahead on this CPU
-// (decode_rows.hpp): a property of its memory system, not of the ISA level, and no part of
-// the results.
-int64_t decode_prefetch_bytes();
+// How decoding prefetches K and V rows on this CPU (decode_rows.hpp): bytes of a dense row
+// stream ahead; and, where a call's K and V rows exceed the last-level cache (llc_bytes, 0 if
+// unknown) and so stream from memory, rows of memory_rows_from bytes up to (not including)
+// memory_rows_below are left to the hardware's own prefetcher (below 0: always prefetched).
+// A property of the memory system, not of the ISA level, and no part of the results.
+struct decode_prefetch_policy {
+    int64_t bytes;
+    int64_t memory_rows_from, memory_rows_below;
+    int64_t llc_bytes;
+};
+const decode_prefetch_policy &decode_prefetch();
 
 }  // namespace attn::kernels

@@ -36,6 +36,7 @@
 #include "ops/parallel.hpp"
 #include "ops/workspace.hpp"
 #include "core/scores.hpp"
+#include "core/formats.hpp"
 #include "core/kv_rows.hpp"
 #include "core/dropout.hpp"
 #include "ops/sdpa_plan.hpp"
@@ -98,6 +99,7 @@ private:
     std::vector<kernels::key_visibility> &visibility_;  // per planned sequence
     int64_t group_ = 0, slot_floats_ = 0, max_br_ = 0;
     bool dropout_ = false;
+    bool kv_beyond_llc_ = false;  // the call's K and V exceed the last-level cache
     std::vector<uint32_t> &row_keys_;
     std::vector<float> &slot_lse_, &merged_;
     float *scratch_ = nullptr;
@@ -131,6 +133,14 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
     plan_sdpa(d, impls, slots, plan_);
     group_ = d.heads_q / d.heads_kv;
     dropout_ = d.dropout_p > 0.0f;
+    if (const kernels::decode_prefetch_policy &pf = kernels::decode_prefetch(); pf.memory_rows_below > 0) {
+        // K and V rows every sequence's keys may read (a latent V inside K counted twice)
+        double kv_bytes = 0.0;
+        for (const sequence_plan &s : plan_.sequences)
+            kv_bytes += double(d.heads_kv) * double(s.keys) *
+                        double(core::element_offset_bytes(d.kv_type, d.dim_qk + d.dim_v));
+        kv_beyond_llc_ = kv_bytes > double(pf.llc_bytes);
+    }
     bool split = false;
     for (const sequence_plan &s : plan_.sequences) {
         visibility_.push_back(rows_.visibility(s.b));
@@ -194,6 +204,7 @@ kernels::attention_tile forward_call::make_tile(int64_t seq, int64_t h, int64_t 
     t.scale = d_.scale;
     t.k = rows_.k_rows(k_, b, hk);
     t.len_kv = sp.keys;  // rows past kv_len are never read (nor their pages)
+    t.kv_beyond_llc = kv_beyond_llc_;
     t.v = rows_.v_rows(v_, b, hk);
     t.out_type = d_.out_type;
     kernels::place_tile_rows(t, d_, visibility_[size_t(seq)], b, h, i0, bc);
