@@ -155,7 +155,7 @@ bool isa_supported(attn_isa isa);
 // How decoding prefetches K and V rows on this CPU (decode_rows.hpp): bytes of a dense row
 // stream ahead; and, where a call's K and V rows exceed the last-level cache (llc_bytes, 0 if
 // unknown) and so stream from memory, rows of memory_rows_from bytes up to (not including)
-// memory_rows_below are left to the hardware's own prefetcher (below 0: always prefetched).
+// memory_rows_below are left to the hardware's own prefetcher (memory_rows_below 0: none is).
 // A property of the memory system, not of the ISA level, and no part of the results.
 struct decode_prefetch_policy {
     int64_t bytes;
