@@ -86,7 +86,7 @@ void pair_scores(const attention_tile &t, const uint16_t *const *qr, int64_t lo,
     const uint16_t *q[RP];
     for (int r = 0; r < RP; ++r) q[r] = qr[r < R ? r : 0];
     const fbatch scale(t.scale);
-    const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0, t.kv_beyond_llc && R == 1);
+    const row_prefetch ahead(t, dim, t.dim_v, j0, R);
     const bf16_walk keys(t.k, j0);
     bf16_reader key[KEYS];
     keys.prime(KEYS, key);
@@ -187,7 +187,7 @@ void pair_pv(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0, const 
     }
     const uint16_t *p16 = reinterpret_cast<const uint16_t *>(p);
     const int64_t ldp16 = ldp * int64_t(sizeof(float) / sizeof(uint16_t));  // P rows, in bf16 values
-    const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0, t.kv_beyond_llc && R == 1);
+    const row_prefetch ahead(t, t.dim_qk, dim_v, j0, R);
     const bf16_walk values(t.v, j0);
     bf16_reader val[keys];
     values.prime(keys, val);

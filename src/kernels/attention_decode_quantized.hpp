@@ -97,7 +97,7 @@ void scores_in_registers(const attention_tile &t, const float *qs, int64_t lo, i
     const decode_widen::denormals_kept<decode_widen::available<Arch> && E::type == ATTN_DTYPE_FP8_E4M3> kept;
     const float unit = l.e4m3 ? decode_widen::e4m3_sum_unit : 1.0f;  // what the sums are missing
     // K rows ahead fetched meanwhile (and V's, where not dense)
-    const row_prefetch ahead(t.k, t.v, dim, t.dim_v, j0, t.kv_beyond_llc && R == 1);
+    const row_prefetch ahead(t, dim, t.dim_v, j0, R);
     const row_walk<Arch, E> keys(t.k, j0);
     // rows of whole vectors: the scores need no more than the lane sums (times the scales where
     // folded), but for an E4M3 block of rows holding the NaN code
@@ -447,7 +447,7 @@ void pv_in_registers(const attention_tile &t, int64_t lo, int64_t hi, int64_t j0
     row_reader<Arch, E> *const val = val_slots.at;
     const row_walk<Arch, E> values(t.v, j0);
     values.prime(keys, val);
-    const row_prefetch ahead(t.k, t.v, t.dim_qk, dim_v, j0, t.kv_beyond_llc && R == 1);  // V rows ahead (dense rows)
+    const row_prefetch ahead(t, t.dim_qk, dim_v, j0, R);  // V rows ahead (dense rows)
     // V rows ahead in spans of 2 KB for one row, row by row for several (v_prefetch): H32 over
     // 32 KV heads, D128, Lk16384, the time of a call 0.75-0.81x over I8 with a scale a row,
     // 0.88-0.92x over bf16, 0.90-0.93x over E4M3 at one thread, 0.81-0.87x at two

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/kv_rows.hpp"
+#include "kernels/attention_args.hpp"
 #include "kernels/attention_pack.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/row_reader.hpp"
@@ -145,15 +146,16 @@ struct row_prefetch {
     const char *k0 = nullptr, *v0 = nullptr;  // key j0's rows, contiguous rows only
     int64_t k_step = 0, v_step = 0;            // bytes from a row to the next, likewise
     int64_t keys_ahead = decode_prefetch_keys;  // how far ahead: further for dense rows
-    // streamed: the call's K and V exceed the last-level cache (attention_tile::kv_beyond_llc)
-    // and the pass reads them for one query row, one key's row after another. (With several
-    // rows a KV head, rows read in step, H32 over 8 KV heads, Lk16384: no prefetch took 1.04x
-    // the time over I8 and 1.08-1.1x over bf16, on Zen 4.)
-    row_prefetch(const kv_rows &k_, const kv_rows &v_, int64_t dk, int64_t dv, int64_t j0, bool streamed)
-        : k(k_), v(v_), dim_k(dk), dim_v(dv),
-          k_bytes(core::element_offset_bytes(k_.type, dk + dk % 2)),
-          v_bytes(core::element_offset_bytes(v_.type, dv + dv % 2)),
-          on(rows_share_pages(k_) && rows_share_pages(v_) && !left_to_hardware(streamed)) {
+    // Tile t's K and V rows from key j0 on, dk and dv elements read of each, for a pass over
+    // `rows` query rows. The rows stream where the call's K and V exceed the last-level cache
+    // (attention_tile::kv_beyond_llc) and the pass reads them for one query row, one key's row
+    // after another (with several rows a KV head, rows read in step, H32 over 8 KV heads,
+    // Lk16384: no prefetch took 1.04x the time over I8 and 1.08-1.1x over bf16, on Zen 4).
+    row_prefetch(const attention_tile &t, int64_t dk, int64_t dv, int64_t j0, int rows)
+        : k(t.k), v(t.v), dim_k(dk), dim_v(dv),
+          k_bytes(core::element_offset_bytes(t.k.type, dk + dk % 2)),
+          v_bytes(core::element_offset_bytes(t.v.type, dv + dv % 2)),
+          on(rows_share_pages(t.k) && rows_share_pages(t.v) && !left_to_hardware(t.kv_beyond_llc && rows == 1)) {
         // (strides of rows sharing pages are small: their products below cannot overflow)
         if (on && !k.pages && !v.pages && k.ld * core::element_bits(k.type) % 8 == 0 &&
             v.ld * core::element_bits(v.type) % 8 == 0) {

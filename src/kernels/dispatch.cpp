@@ -118,15 +118,9 @@ const decode_prefetch_policy &decode_prefetch() {
     // 1.06x), and 1.15-1.6x the time for f32's of 512; 1.4-1.9x for bf16 held in the L3 (8
     // KV heads, Lk4096). Others as Zen 5.
     static const decode_prefetch_policy policy = [] {
-        const decode_prefetch_policy usual{8192, 0, 0, 0};
-        unsigned a, b, c, d;
-        if (!__get_cpuid(0, &a, &b, &c, &d)) return usual;
-        const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
-        if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return usual;
-        const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
-        if (family != 0x19) return usual;
-        const int64_t l3 = amd_l3_bytes();
-        return decode_prefetch_policy{1024, 128, l3 > 0 ? 512 : 0, l3};  // 1024: the 16-key floor
+        __builtin_cpu_init();  // (as best_supported_isa: CPUID read by the compiler's runtime)
+        if (!__builtin_cpu_is("amdfam19h")) return decode_prefetch_policy{8192, 0, 0, 0};
+        return decode_prefetch_policy{1024, 128, 512, amd_l3_bytes()};  // 1024: the 16-key floor
     }();
     return policy;
 }

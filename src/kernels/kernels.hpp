@@ -153,9 +153,9 @@ attn_isa best_supported_isa();
 bool isa_supported(attn_isa isa);
 
 // How decoding prefetches K and V rows on this CPU (decode_rows.hpp): bytes of a dense row
-// stream ahead; and, where a call's K and V rows exceed the last-level cache (llc_bytes, 0 if
-// unknown) and so stream from memory, rows of memory_rows_from bytes up to (not including)
-// memory_rows_below are left to the hardware's own prefetcher (memory_rows_below 0: none is).
+// stream ahead; and, where a call's K and V rows exceed the last-level cache (llc_bytes; 0:
+// unknown, or no such rule here) and so stream from memory, rows of memory_rows_from bytes up
+// to (not including) memory_rows_below are left to the hardware's own prefetcher.
 // A property of the memory system, not of the ISA level, and no part of the results.
 struct decode_prefetch_policy {
     int64_t bytes;

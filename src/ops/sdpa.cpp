@@ -133,7 +133,7 @@ forward_call::forward_call(const exec &ex, const kernels::kernel_table &kt,
     plan_sdpa(d, impls, slots, plan_);
     group_ = d.heads_q / d.heads_kv;
     dropout_ = d.dropout_p > 0.0f;
-    if (const kernels::decode_prefetch_policy &pf = kernels::decode_prefetch(); pf.memory_rows_below > 0) {
+    if (const kernels::decode_prefetch_policy &pf = kernels::decode_prefetch(); pf.llc_bytes > 0) {
         // K and V rows every sequence's keys may read (a latent V inside K counted twice)
         double kv_bytes = 0.0;
         for (const sequence_plan &s : plan_.sequences)
