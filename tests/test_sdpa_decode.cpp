@@ -416,6 +416,45 @@ TEST_P(SdpaDecode, FewRowsAgreeWithThePackedTiles) {
     }
 }
 
+// Where a call's K and V exceed the L3 they stream from memory, and decoding prefetches their
+// rows otherwise (kernels::decode_prefetch(): on Zen 4 some into the L2 only, some not at all).
+// Prefetching is no part of the results: every policy, here applied to caches of any size
+// (an L3 of one byte), gives the bits of none of its rules. f32, D128 (rows of 512 bytes),
+// D64 (256) and D16 (64), one and four query rows a KV head, keys split or not.
+TEST_P(SdpaDecode, PrefetchPolicyLeavesTheBits) {
+    using attn::kernels::decode_prefetch_policy;
+    auto ctx = attn_test::make_context(ATTN_IMPL_SIMD, GetParam().isa, 1);
+    ASSERT_TRUE(ctx);
+    const decode_prefetch_policy plain{8192, 0, 0, 0, 0};
+    const decode_prefetch_policy streamed[] = {
+        {1024, 128, 512, 256, 1},  // Zen 4's over a cache from memory
+        {1024, 0, 0, 64, 1},       // every row prefetched, into the L2
+        {1024, 0, 1 << 20, 0, 1},  // no row prefetched
+    };
+    for (const int64_t group : {1, 4})
+        for (const int64_t dim : {128, 64, 16}) {
+            decode_case c;
+            c.batch = 2;
+            c.heads_q = 4 * group;
+            c.heads_kv = 4;
+            c.len_kv = dim == 64 ? 4097 : 1500;
+            c.dim_qk = c.dim_v = dim;
+            c.lse = true;
+            c.causal = dim == 16 ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
+            SCOPED_TRACE(c.name());
+            const problem p(c);
+            attn::kernels::set_decode_prefetch(&plain);
+            const result want = run(ctx.get(), p);
+            for (const decode_prefetch_policy &policy : streamed) {
+                attn::kernels::set_decode_prefetch(&policy);
+                const result got = run(ctx.get(), p);
+                EXPECT_TRUE(attn_test::bitwise_equal(got.out, want.out)) << policy.memory_l2_from;
+                EXPECT_TRUE(attn_test::bitwise_equal(got.lse, want.lse)) << policy.memory_l2_from;
+            }
+            attn::kernels::set_decode_prefetch(nullptr);
+        }
+}
+
 INSTANTIATE_TEST_SUITE_P(PerIsa, SdpaDecode, testing::ValuesIn(attn_test::simd_paths()),
                          attn_test::path_name);
 

@@ -27,19 +27,30 @@ inline void prefetch_line(const void *p) {
     asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char *>(p)));
 }
 
-// Asks for the cache lines of row[0 .. count) (elements of T), for reading.
+// The same into the L2 (and the L3) only, not the L1 (PREFETCHT2).
+inline void prefetch_line_l2(const void *p) {
+    asm volatile("prefetcht2 %0" : : "m"(*static_cast<const char *>(p)));
+}
+
+// Asks for the cache lines of row[0 .. count) (elements of T), for reading (into the L2 only
+// where l2).
 template <class Arch, class T>
-inline void prefetch_row(const T *row, int64_t count) {
+inline void prefetch_row(const T *row, int64_t count, bool l2 = false) {
     constexpr int64_t per_line = 64 / sizeof(T);
+    if (l2) {
+        for (int64_t i = 0; i < count; i += per_line) prefetch_line_l2(row + i);
+        if (count > 0) prefetch_line_l2(row + count - 1);
+        return;
+    }
     for (int64_t i = 0; i < count; i += per_line) prefetch_line(row + i);
     if (count > 0) prefetch_line(row + count - 1);
 }
 
 // The same for a row of type t at element offset i of base.
 template <class Arch>
-inline void prefetch_row(const void *base, attn_dtype t, int64_t i, int64_t count) {
+inline void prefetch_row(const void *base, attn_dtype t, int64_t i, int64_t count, bool l2 = false) {
     prefetch_row<Arch>(static_cast<const char *>(element_at(base, t, i)),
-                       core::element_offset_bytes(t, count + count % 2));
+                       core::element_offset_bytes(t, count + count % 2), l2);
 }
 
 // r[0..16) = the 16 x 16 block's rows in, its columns out (AVX-512): interleave pairs of

@@ -1,6 +1,8 @@
 // Runtime ISA dispatch: which kernel table this CPU can run. Compiled without ISA flags.
 #include "kernels/kernels.hpp"
 
+#include <atomic>
+
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -107,6 +109,15 @@ int64_t amd_l3_bytes() {
 
 }  // namespace
 
+namespace {
+std::atomic<const decode_prefetch_policy *> &prefetch_policy_given() {
+    static std::atomic<const decode_prefetch_policy *> given{nullptr};
+    return given;
+}
+}  // namespace
+
+void set_decode_prefetch(const decode_prefetch_policy *policy) { prefetch_policy_given().store(policy); }
+
 const decode_prefetch_policy &decode_prefetch() {
     // Decoding over a cache from memory (H32 over 32 KV heads, D128, Lk16384): on Zen 5
     // (family 26) 8 KB ahead (I8: 64 keys) took 0.9x the time of 16 keys ahead, bf16 the same;
@@ -116,13 +127,16 @@ const decode_prefetch_policy &decode_prefetch() {
     // of 128 and 256 bytes (D128, 32 KV heads, 4-6 alternated rounds, 1 / 2 threads: bf16
     // 0.68-0.94x, f16 0.74-0.88x, I8 0.75-0.87x, E4M3 0.68-0.78x), not for I4's of 64 (0.94-
     // 1.06x), and 1.15-1.6x the time for f32's of 512; 1.4-1.9x for bf16 held in the L3 (8
-    // KV heads, Lk4096). Others as Zen 5.
+    // KV heads, Lk4096). Rows of 256 bytes or more from memory that are prefetched (f32's;
+    // bf16's where several rows read a KV head) go into the L2 only (row_prefetch: f32 0.58-
+    // 0.78x the time). Others as Zen 5.
     static const decode_prefetch_policy policy = [] {
         __builtin_cpu_init();  // (as best_supported_isa: CPUID read by the compiler's runtime)
-        if (!__builtin_cpu_is("amdfam19h")) return decode_prefetch_policy{8192, 0, 0, 0};
-        return decode_prefetch_policy{1024, 128, 512, amd_l3_bytes()};  // 1024: the 16-key floor
+        if (!__builtin_cpu_is("amdfam19h")) return decode_prefetch_policy{8192, 0, 0, 0, 0};
+        return decode_prefetch_policy{1024, 128, 512, 256, amd_l3_bytes()};  // 1024: the 16-key floor
     }();
-    return policy;
+    const decode_prefetch_policy *given = prefetch_policy_given().load();
+    return given ? *given : policy;
 }
 
 const kernel_table *kernel_table_for(attn_isa isa) {

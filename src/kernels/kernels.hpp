@@ -155,13 +155,18 @@ bool isa_supported(attn_isa isa);
 // How decoding prefetches K and V rows on this CPU (decode_rows.hpp): bytes of a dense row
 // stream ahead; and, where a call's K and V rows exceed the last-level cache (llc_bytes; 0:
 // unknown, or no such rule here) and so stream from memory, rows of memory_rows_from bytes up
-// to (not including) memory_rows_below are left to the hardware's own prefetcher.
+// to (not including) memory_rows_below are left to the hardware's own prefetcher, and rows of
+// memory_l2_from bytes or more that are prefetched are fetched into the L2 only (PREFETCHT2),
+// not the L1 (0: every prefetch into the L1).
 // A property of the memory system, not of the ISA level, and no part of the results.
 struct decode_prefetch_policy {
     int64_t bytes;
     int64_t memory_rows_from, memory_rows_below;
+    int64_t memory_l2_from;
     int64_t llc_bytes;
 };
 const decode_prefetch_policy &decode_prefetch();
+// Tests: decode_prefetch() gives *policy (kept by the caller) until set again; nullptr: the CPU's.
+void set_decode_prefetch(const decode_prefetch_policy *policy);
 
 }  // namespace attn::kernels
