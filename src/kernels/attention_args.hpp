@@ -64,8 +64,8 @@ struct attention_tile {
     const uint16_t *k_pairs;
     kv_rows k;              // key j's row: k.row(j), dim_qk elements of k.type (paged or not)
     int64_t len_kv;         // keys of the batch (K rows that may be read: kv_len or len_kv)
-    // Whether the call's K and V rows, all of them, exceed the last-level cache (they stream
-    // from memory): how decoding prefetches them (decode_rows.hpp, decode_prefetch()).
+    // Whether the call's K and V rows, all of them, fill 3/4 of the last-level cache or more
+    // (they stream from memory): how decoding prefetches them (decode_rows.hpp, decode_prefetch()).
     bool kv_beyond_llc;
 
     // V rows: v.row(j), dim_v elements of v.type; v_padded (f32, not paged): each row may be

@@ -27,9 +27,10 @@ inline void prefetch_line(const void *p) {
     asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char *>(p)));
 }
 
-// The same into the L2 (and the L3) only, not the L1 (PREFETCHT2).
-inline void prefetch_line_l2(const void *p) {
-    asm volatile("prefetcht2 %0" : : "m"(*static_cast<const char *>(p)));
+// The same into the L2 (and the L3) only where l2, not the L1 (PREFETCHT2).
+inline void prefetch_line(const void *p, bool l2) {
+    if (l2) asm volatile("prefetcht2 %0" : : "m"(*static_cast<const char *>(p)));
+    else prefetch_line(p);
 }
 
 // Asks for the cache lines of row[0 .. count) (elements of T), for reading (into the L2 only
@@ -37,13 +38,8 @@ inline void prefetch_line_l2(const void *p) {
 template <class Arch, class T>
 inline void prefetch_row(const T *row, int64_t count, bool l2 = false) {
     constexpr int64_t per_line = 64 / sizeof(T);
-    if (l2) {
-        for (int64_t i = 0; i < count; i += per_line) prefetch_line_l2(row + i);
-        if (count > 0) prefetch_line_l2(row + count - 1);
-        return;
-    }
-    for (int64_t i = 0; i < count; i += per_line) prefetch_line(row + i);
-    if (count > 0) prefetch_line(row + count - 1);
+    for (int64_t i = 0; i < count; i += per_line) prefetch_line(row + i, l2);
+    if (count > 0) prefetch_line(row + count - 1, l2);
 }
 
 // The same for a row of type t at element offset i of base.

@@ -111,15 +111,9 @@ struct row_walk {
 // Each 64-byte line of the `bytes` at address `at`, once (an address past an array's end is
 // only prefetched, never read: a prefetch cannot fault), into the L2 only where l2.
 __attribute__((always_inline)) inline void prefetch_lines(uintptr_t at, int64_t bytes, bool l2) {
-    if (l2) {
-#pragma GCC unroll 4
-        for (uintptr_t a = at & ~uintptr_t(63); a < at + uintptr_t(bytes); a += 64)
-            attention_detail::prefetch_line_l2(reinterpret_cast<const char *>(a));
-        return;
-    }
 #pragma GCC unroll 4
     for (uintptr_t a = at & ~uintptr_t(63); a < at + uintptr_t(bytes); a += 64)
-        attention_detail::prefetch_line(reinterpret_cast<const char *>(a));
+        attention_detail::prefetch_line(reinterpret_cast<const char *>(a), l2);
 }
 
 // V rows to prefetch inside the P V loop: key c's is the row at at + c * step (at 0: none). The

@@ -107,13 +107,12 @@ int64_t amd_l3_bytes() {
     return 0;
 }
 
-}  // namespace
-
-namespace {
+// The policy set_decode_prefetch() gives, if any.
 std::atomic<const decode_prefetch_policy *> &prefetch_policy_given() {
     static std::atomic<const decode_prefetch_policy *> given{nullptr};
     return given;
 }
+
 }  // namespace
 
 void set_decode_prefetch(const decode_prefetch_policy *policy) { prefetch_policy_given().store(policy); }

@@ -153,11 +153,11 @@ attn_isa best_supported_isa();
 bool isa_supported(attn_isa isa);
 
 // How decoding prefetches K and V rows on this CPU (decode_rows.hpp): bytes of a dense row
-// stream ahead; and, where a call's K and V rows exceed the last-level cache (llc_bytes; 0:
-// unknown, or no such rule here) and so stream from memory, rows of memory_rows_from bytes up
-// to (not including) memory_rows_below are left to the hardware's own prefetcher, and rows of
-// memory_l2_from bytes or more that are prefetched are fetched into the L2 only (PREFETCHT2),
-// not the L1 (0: every prefetch into the L1).
+// stream ahead; and, where a call's K and V rows fill 3/4 of the last-level cache or more
+// (llc_bytes; 0: unknown, or no such rule here) and so stream from memory, rows of
+// memory_rows_from bytes up to (not including) memory_rows_below are left to the hardware's
+// own prefetcher, and rows of memory_l2_from bytes or more that are prefetched are fetched
+// into the L2 only (PREFETCHT2), not the L1 (0: every prefetch into the L1).
 // A property of the memory system, not of the ISA level, and no part of the results.
 struct decode_prefetch_policy {
     int64_t bytes;
