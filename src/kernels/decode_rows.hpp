@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/kv_rows.hpp"
 #include "kernels/attention_args.hpp"
@@ -29,7 +30,7 @@ inline constexpr int64_t decode_prefetch_keys = 16;
 // Lk16384 (a cache of 138 MB), on Zen 5: I8 (128-byte rows, 64 keys ahead) takes 0.9x the
 // time it takes 16 keys ahead; bf16 (256 bytes, 32 keys) the same time, and 1.03x 64 keys
 // ahead. On Zen 4 16 keys ahead is the faster, and rows of 128 and 256 bytes from a call whose
-// K and V exceed the L3 are not prefetched at all (decode_prefetch()'s memory rows).
+// K and V stream from memory are not prefetched at all (decode_prefetch()'s memory rows).
 inline constexpr int64_t dense_prefetch_keys_max = 64;
 
 // Rows at least a page apart (e.g. [batch, seq, head, dim] layouts) are not prefetched:
@@ -148,6 +149,7 @@ struct v_prefetch {
 // head) 0.84-0.88x. Rows of 128 bytes (I8, E4M3, several rows a KV head) took 1.02-1.09x
 // there, and caches held in the L3 (bf16, 16 MiB) 1.3x: they keep prefetching into the L1.
 struct row_prefetch {
+    const decode_prefetch_policy &policy;  // this CPU's (decode_prefetch()), read once
     const kv_rows &k, &v;
     int64_t dim_k, dim_v, k_bytes, v_bytes;  // elements and bytes read of a row
     bool on;
@@ -156,17 +158,18 @@ struct row_prefetch {
     int64_t k_step = 0, v_step = 0;            // bytes from a row to the next, likewise
     int64_t keys_ahead = decode_prefetch_keys;  // how far ahead: further for dense rows
     // Tile t's K and V rows from key j0 on, dk and dv elements read of each, for a pass over
-    // `rows` query rows. The rows stream where the call's K and V exceed the last-level cache
+    // `rows` query rows. The rows stream where the call's K and V fill 3/4 of the last-level cache
     // (attention_tile::kv_beyond_llc) and the pass reads them for one query row, one key's row
     // after another (with several rows a KV head, rows read in step, H32 over 8 KV heads,
     // Lk16384: no prefetch took 1.04x the time over I8 and 1.08-1.1x over bf16, on Zen 4).
     row_prefetch(const attention_tile &t, int64_t dk, int64_t dv, int64_t j0, int rows)
-        : k(t.k), v(t.v), dim_k(dk), dim_v(dv),
+        : policy(decode_prefetch()), k(t.k), v(t.v), dim_k(dk), dim_v(dv),
           k_bytes(core::element_offset_bytes(t.k.type, dk + dk % 2)),
           v_bytes(core::element_offset_bytes(t.v.type, dv + dv % 2)),
-          on(rows_share_pages(t.k) && rows_share_pages(t.v) && !left_to_hardware(t.kv_beyond_llc && rows == 1)),
-          to_l2(on && t.kv_beyond_llc && decode_prefetch().memory_l2_from > 0 &&
-                k_bytes >= decode_prefetch().memory_l2_from && v_bytes >= decode_prefetch().memory_l2_from) {
+          on(rows_share_pages(t.k) && rows_share_pages(t.v) &&
+             !(t.kv_beyond_llc && rows == 1 && rows_within(policy.memory_rows_from, policy.memory_rows_below))),
+          to_l2(on && t.kv_beyond_llc && policy.memory_l2_from > 0 &&
+                rows_within(policy.memory_l2_from, std::numeric_limits<int64_t>::max())) {
         // (strides of rows sharing pages are small: their products below cannot overflow)
         if (on && !k.pages && !v.pages && k.ld * core::element_bits(k.type) % 8 == 0 &&
             v.ld * core::element_bits(v.type) % 8 == 0) {
@@ -175,7 +178,7 @@ struct row_prefetch {
             k_step = core::element_offset_bytes(k.type, k.ld);
             v_step = core::element_offset_bytes(v.type, v.ld);
             if (dense()) {
-                const int64_t row = k_bytes > v_bytes ? k_bytes : v_bytes, fill = decode_prefetch().bytes / row;
+                const int64_t row = k_bytes > v_bytes ? k_bytes : v_bytes, fill = policy.bytes / row;
                 keys_ahead = fill < decode_prefetch_keys    ? decode_prefetch_keys
                              : fill > dense_prefetch_keys_max ? dense_prefetch_keys_max
                                                               : fill;
@@ -183,11 +186,9 @@ struct row_prefetch {
         }
     }
     bool dense() const { return k0 && k_step == k_bytes && v_step == v_bytes; }
-    // Streamed rows short enough for the CPU's own prefetcher (decode_prefetch())
-    bool left_to_hardware(bool streamed) const {
-        const decode_prefetch_policy &p = decode_prefetch();
-        return streamed && k_bytes >= p.memory_rows_from && v_bytes >= p.memory_rows_from &&
-               k_bytes < p.memory_rows_below && v_bytes < p.memory_rows_below;
+    // Whether the K and V rows read are both of [from, below) bytes (the policy's row sizes)
+    bool rows_within(int64_t from, int64_t below) const {
+        return k_bytes >= from && v_bytes >= from && k_bytes < below && v_bytes < below;
     }
     // The score pass's prefetches, as it reads keys j0 + [c, c + n), for the keys keys_ahead
     // further (none past hi): dense rows K's lines only, as one span; else K and V row by row.
