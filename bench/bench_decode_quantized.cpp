@@ -17,6 +17,12 @@
 // (bench_paired_read.hpp); time_per_kv_row, the wall time of a call per key of one KV head (its
 // K and V rows): from memory it is the bytes' time unless the kernel's own time, the figure at
 // Lk256, is longer.
+// The same decoding over caches in 2 MiB pages (madvise(MADV_HUGEPAGE) on 2 MiB-aligned
+// buffers, transparent huge pages), bf16, I8_row and I4_g32 at 16384 keys:
+//   decode_quantized/simd/<isa>/threads:{1,2}/H32_KV<KV>_Lk16384_D128_<cache>_pages2M
+// with huge_pages, the fraction of the cache's K and V bytes the kernel backs with them
+// (AnonHugePages of /proc/self/smaps; 0 where the system gives none): with 4 KiB pages every
+// 4 KiB of a row stream is a new translation and a boundary the hardware prefetchers stop at.
 // Prefill over the same caches (bf16 queries, bf16 output, H8 L2048 D128, not causal) on the
 // level automatic dispatch picks, each against the bf16 cache of the same run; I8 also with an
 // f32 output (which keeps P in f32: the f32 tiles, unless ATTN_FPMATH_BF16):
@@ -30,11 +36,17 @@
 // few rows share a KV head: kernels/attention_args.hpp), "packed_tiles" the same call with
 // that switched off (ops/sdpa_switch.hpp: the packing entries those rows took before), for the
 // ratio in one run; shapes the plan packs either way are not registered.
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "bench_common.hpp"
 #include "bench_paired_read.hpp"
@@ -54,11 +66,67 @@ struct quantized_cache {
 
 // A cache of heads_kv x len_kv rows of dim for c: random codes (bf16: values of order 0.01),
 // its scales (and zero points), and the desc fields that describe it.
+// Buffers in 2 MiB pages where asked for (huge): 2 MiB-aligned, whole pages, advised
+// MADV_HUGEPAGE before their first touch; else the standard allocator's.
+template <class T>
+struct page_allocator {
+    using value_type = T;
+    static constexpr size_t huge_page = size_t(2) << 20;
+    bool huge = false;
+    page_allocator() = default;
+    explicit page_allocator(bool h) : huge(h) {}
+    template <class U>
+    page_allocator(const page_allocator<U> &o) : huge(o.huge) {}
+    T *allocate(size_t n) {
+        if (!huge) return std::allocator<T>().allocate(n);
+        void *p = std::aligned_alloc(huge_page, (n * sizeof(T) + huge_page - 1) / huge_page * huge_page);
+        if (p == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+        madvise(p, (n * sizeof(T) + huge_page - 1) / huge_page * huge_page, MADV_HUGEPAGE);
+#endif
+        return static_cast<T *>(p);
+    }
+    void deallocate(T *p, size_t n) {
+        if (huge) std::free(p);
+        else std::allocator<T>().deallocate(p, n);
+    }
+    bool operator==(const page_allocator &o) const { return huge == o.huge; }
+    bool operator!=(const page_allocator &o) const { return huge != o.huge; }
+};
+using page_bytes = std::vector<uint8_t, page_allocator<uint8_t>>;
+
+// The bytes of the spans the kernel backs with huge pages (AnonHugePages of the mappings of
+// /proc/self/smaps they overlap, counted for the overlap), over all their bytes; 0 where
+// smaps is not readable.
+double huge_page_fraction(const std::vector<byte_span> &spans) {
+    std::ifstream smaps("/proc/self/smaps");
+    double backed = 0, total = 0;
+    for (const byte_span &s : spans) total += double(s.bytes);
+    uintptr_t lo = 0, hi = 0;
+    std::string line;
+    while (std::getline(smaps, line)) {
+        unsigned long long a, b;
+        if (std::sscanf(line.c_str(), "%llx-%llx ", &a, &b) == 2 && line.find('-') < line.find(' ')) {
+            lo = uintptr_t(a), hi = uintptr_t(b);
+            continue;
+        }
+        unsigned long long kb;
+        if (std::sscanf(line.c_str(), "AnonHugePages: %llu kB", &kb) != 1 || kb == 0) continue;
+        for (const byte_span &s : spans) {  // the mapping's huge pages, at most its overlap with s
+            const uintptr_t b0 = reinterpret_cast<uintptr_t>(s.p), b1 = b0 + uintptr_t(s.bytes);
+            const uintptr_t o0 = b0 > lo ? b0 : lo, o1 = b1 < hi ? b1 : hi;
+            if (o1 > o0) backed += std::min(double(o1 - o0), double(kb) * 1024.0);
+        }
+    }
+    return total > 0 ? backed / total : 0.0;
+}
+
 struct cache_data {
-    std::vector<uint8_t> k, v;
+    page_bytes k, v;
     std::vector<float> scale, zero;
     cache_data(const quantized_cache &c, int64_t heads_kv, int64_t len_kv, int64_t dim,
-               attn_sdpa_desc &d) {
+               attn_sdpa_desc &d, bool huge_pages = false)
+        : k(page_allocator<uint8_t>(huge_pages)), v(page_allocator<uint8_t>(huge_pages)) {
         const size_t kv_n = size_t(heads_kv * len_kv * dim);
         k.resize(kv_n * size_t(attn_dtype_bits(c.type)) / 8);
         v.resize(k.size());
@@ -105,7 +173,7 @@ struct cache_data {
 };
 
 void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_kv, int64_t len_kv,
-                      attn_isa isa, int threads, bool bf16_q) {
+                      attn_isa isa, int threads, bool bf16_q, bool huge_pages) {
     const int64_t heads = 32, dim = 128;
     attn_context *ctx = context(ATTN_IMPL_SIMD, isa, threads);
     if (ctx == nullptr) return state.SkipWithError("this CPU cannot run the level");
@@ -114,7 +182,7 @@ void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_
     attn_sdpa_desc d;
     attn_sdpa_desc_init(&d, 1, heads, 1, len_kv, dim);
     if (bf16_q) d.q_type = d.out_type = ATTN_DTYPE_BF16;
-    const cache_data cache(c, heads_kv, len_kv, dim, d);
+    const cache_data cache(c, heads_kv, len_kv, dim, d, huge_pages);
     std::vector<float> out(q.size());
     const void *qp = bf16_q ? static_cast<const void *>(qb.data()) : q.data();
     const auto call = [&] { return attn_sdpa(ctx, &d, qp, cache.k.data(), cache.v.data(), out.data()); };
@@ -130,6 +198,8 @@ void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_
     state.counters["time_per_kv_row"] =
         benchmark::Counter(double(heads_kv * len_kv),
                            benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+    if (huge_pages)
+        state.counters["huge_pages"] = huge_page_fraction({read[0], read[1]});
 }
 
 void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa, int threads,
@@ -192,10 +262,21 @@ bool register_decode_quantized() {
                                               std::to_string(s[1]) + "_D128_" + c.name;
                     benchmark::RegisterBenchmark(
                         bench_name("decode_quantized", "simd", isa_name(isa), threads, shape).c_str(),
-                        decode_quantized, c, s[0], s[1], isa, threads, false)
+                        decode_quantized, c, s[0], s[1], isa, threads, false, false)
                         ->UseRealTime()
                         ->Unit(benchmark::kMillisecond);
                 }
+    // caches from memory in 2 MiB pages
+    for (const int64_t heads_kv : {32, 8})
+        for (const quantized_cache &c : {caches[0], caches[1], caches[3]})
+            for (int threads : {1, 2}) {
+                const std::string shape = "H32_KV" + std::to_string(heads_kv) + "_Lk16384_D128_" + c.name + "_pages2M";
+                benchmark::RegisterBenchmark(
+                    bench_name("decode_quantized", "simd", isa_name(isas.back()), threads, shape).c_str(),
+                    decode_quantized, c, heads_kv, int64_t(16384), isas.back(), threads, false, true)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+            }
     // bf16 queries and output over the bf16 cache (bf16 products allowed): the f32 decode entry
     // on the highest f32 level, and VDPBF16PS (decode_pairs) on the bf16 levels, in one run
     std::vector<attn_isa> q16_levels{isas.back()};
@@ -207,7 +288,7 @@ bool register_decode_quantized() {
                                           std::to_string(s[1]) + "_D128_bf16q";
                 benchmark::RegisterBenchmark(
                     bench_name("decode_quantized", "simd", isa_name(isa), threads, shape).c_str(),
-                    decode_quantized, caches[0], s[0], s[1], isa, threads, true)
+                    decode_quantized, caches[0], s[0], s[1], isa, threads, true, false)
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
             }
