@@ -64,8 +64,6 @@ struct quantized_cache {
     bool zeros;
 };
 
-// A cache of heads_kv x len_kv rows of dim for c: random codes (bf16: values of order 0.01),
-// its scales (and zero points), and the desc fields that describe it.
 // Buffers in 2 MiB pages where asked for (huge): 2 MiB-aligned, whole pages, advised
 // MADV_HUGEPAGE before their first touch; else the standard allocator's.
 template <class T>
@@ -79,10 +77,11 @@ struct page_allocator {
     page_allocator(const page_allocator<U> &o) : huge(o.huge) {}
     T *allocate(size_t n) {
         if (!huge) return std::allocator<T>().allocate(n);
-        void *p = std::aligned_alloc(huge_page, (n * sizeof(T) + huge_page - 1) / huge_page * huge_page);
+        const size_t bytes = (n * sizeof(T) + huge_page - 1) / huge_page * huge_page;
+        void *p = std::aligned_alloc(huge_page, bytes);
         if (p == nullptr) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
-        madvise(p, (n * sizeof(T) + huge_page - 1) / huge_page * huge_page, MADV_HUGEPAGE);
+        madvise(p, bytes, MADV_HUGEPAGE);
 #endif
         return static_cast<T *>(p);
     }
@@ -121,6 +120,9 @@ double huge_page_fraction(const std::vector<byte_span> &spans) {
     return total > 0 ? backed / total : 0.0;
 }
 
+// A cache of heads_kv x len_kv rows of dim for c: random codes (bf16: values of order 0.01),
+// its scales (and zero points), and the desc fields that describe it; K and V in 2 MiB pages
+// where huge_pages asks (page_allocator).
 struct cache_data {
     page_bytes k, v;
     std::vector<float> scale, zero;
