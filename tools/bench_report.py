@@ -38,7 +38,8 @@ TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 # and V vector serves 4 query heads), and over 32 KV heads, 16384 keys (one query head a KV
 # head, the cache read from memory: 256 MiB in bf16), each type against bf16 of its shape
 # (f32 queries, but for the bf16 cache with bf16 queries: its pair products on the bf16 levels),
-# each on the best level that ran it (the bf16 cache's P V on pairs at 8 KV heads there).
+# each on the best level that ran it (the bf16 cache's P V on pairs at 8 KV heads there); the
+# last two, the cache in 2 MiB pages (_pages2M), against bf16 in 2 MiB pages.
 DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
                    ("bf16", "decode_quantized", "H32_KV8_Lk4096_D128_bf16"),
                    ("bf16, bf16 queries", "decode_quantized", "H32_KV8_Lk4096_D128_bf16q"),
@@ -46,7 +47,9 @@ DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
                    ("I4, scale per 32", "decode_quantized", "H32_KV8_Lk4096_D128_I4_g32"),
                    ("bf16", "decode_quantized", "H32_KV32_Lk16384_D128_bf16"),
                    ("I8, scale per row", "decode_quantized", "H32_KV32_Lk16384_D128_I8_row"),
-                   ("I4, scale per 32", "decode_quantized", "H32_KV32_Lk16384_D128_I4_g32")]
+                   ("I4, scale per 32", "decode_quantized", "H32_KV32_Lk16384_D128_I4_g32"),
+                   ("bf16, 2 MiB pages", "decode_quantized", "H32_KV32_Lk16384_D128_bf16_pages2M"),
+                   ("I8, scale per row, 2 MiB pages", "decode_quantized", "H32_KV32_Lk16384_D128_I8_row_pages2M")]
 # Ops whose summary shapes are named rather than picked from the middle of the sweep: prefill
 # over an I8 cache (a scale per row, the codes' pairs) against the bf16 cache it replaces; 8
 # query rows a head on the decode entry against the packed tiles, over bf16 and I8 caches.
@@ -342,14 +345,15 @@ def decode_rows(run):
               "read_bw_decode GB/s", "of read bw", "of paired read", "speed vs bf16"]
     rows = []
 
-    def heads_and_keys(shape):
-        return "_".join(shape.split("_")[:3])
+    def heads_keys_pages(shape):  # H.._KV.._Lk.., and whether in 2 MiB pages
+        return "_".join(shape.split("_")[:3]), shape.endswith("_pages2M")
 
     for t in run.thread_counts():
         for name, op, shape in DECODE_PER_TYPE:
             bf16 = next((run.one(op=o, impl=SIMD, threads=t, shape=s)
                          for n, o, s in DECODE_PER_TYPE
-                         if n == "bf16" and heads_and_keys(s) == heads_and_keys(shape)), None)
+                         if s.split("_")[4] == "bf16"  # (not bf16q: bf16 queries)
+                         and heads_keys_pages(s) == heads_keys_pages(shape)), None)
             r = run.one(op=op, impl=SIMD, threads=t, shape=shape)
             if r is None or not r.gbps:
                 continue
