@@ -201,7 +201,8 @@ void decode_quantized(benchmark::State &state, quantized_cache c, int64_t heads_
         benchmark::Counter(double(heads_kv * len_kv),
                            benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
     if (huge_pages)
-        state.counters["huge_pages"] = huge_page_fraction({read[0], read[1]});
+        state.counters["huge_pages"] = huge_page_fraction(
+            {{cache.k.data(), int64_t(cache.k.size())}, {cache.v.data(), int64_t(cache.v.size())}});
 }
 
 void prefill_quantized(benchmark::State &state, quantized_cache c, attn_isa isa, int threads,

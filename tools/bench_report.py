@@ -39,7 +39,7 @@ TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 # head, the cache read from memory: 256 MiB in bf16), each type against bf16 of its shape
 # (f32 queries, but for the bf16 cache with bf16 queries: its pair products on the bf16 levels),
 # each on the best level that ran it (the bf16 cache's P V on pairs at 8 KV heads there); the
-# last two, the cache in 2 MiB pages (_pages2M), against bf16 in 2 MiB pages.
+# _pages2M shapes (the cache in 2 MiB pages) against bf16 in 2 MiB pages.
 DECODE_PER_TYPE = [("f32", "decode", "H32_KV8_Lk4096_D128_f32"),
                    ("bf16", "decode_quantized", "H32_KV8_Lk4096_D128_bf16"),
                    ("bf16, bf16 queries", "decode_quantized", "H32_KV8_Lk4096_D128_bf16q"),
