@@ -243,13 +243,27 @@ void few_rows(benchmark::State &state, quantized_cache c, int64_t heads, int64_t
     set_flops(state, 4.0 * double(heads * len_q) * double(len_kv * dim));
 }
 
+// decode_quantized/simd/<isa>/threads:<threads>/H32_KV<heads_kv>_Lk<len_kv>_D128_<c.name><suffix>
+// (suffix: "q" for bf16 queries and output, "_pages2M" for a cache in 2 MiB pages).
+void register_decode(const quantized_cache &c, int64_t heads_kv, int64_t len_kv, attn_isa isa,
+                     int threads, bool bf16_q, bool huge_pages) {
+    const std::string shape = "H32_KV" + std::to_string(heads_kv) + "_Lk" + std::to_string(len_kv) +
+                              "_D128_" + c.name + (bf16_q ? "q" : "") + (huge_pages ? "_pages2M" : "");
+    benchmark::RegisterBenchmark(bench_name("decode_quantized", "simd", isa_name(isa), threads, shape).c_str(),
+                                 decode_quantized, c, heads_kv, len_kv, isa, threads, bf16_q, huge_pages)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+}
+
 bool register_decode_quantized() {
     const std::vector<attn_isa> isas = simd_isas();
     if (isas.empty()) return false;
-    const quantized_cache caches[] = {{"bf16", ATTN_DTYPE_BF16, 0, false},
-                                      {"I8_row", ATTN_DTYPE_I8, 0, false},
+    const quantized_cache bf16{"bf16", ATTN_DTYPE_BF16, 0, false}, i8_row{"I8_row", ATTN_DTYPE_I8, 0, false},
+        i4_g32{"I4_g32", ATTN_DTYPE_I4, 32, false};
+    const quantized_cache caches[] = {bf16,
+                                      i8_row,
                                       {"I8_g32", ATTN_DTYPE_I8, 32, false},
-                                      {"I4_g32", ATTN_DTYPE_I4, 32, false},
+                                      i4_g32,
                                       {"U4_g32", ATTN_DTYPE_U4, 32, true},
                                       {"FP8_E4M3_row", ATTN_DTYPE_FP8_E4M3, 0, false}};
     const int64_t shapes[][2] = {{8, 4096}, {8, 16384}, {32, 4096}, {32, 16384}, {32, 256}, {8, 1024}};  // {heads_kv, len_kv}
@@ -260,41 +274,18 @@ bool register_decode_quantized() {
             for (attn_isa isa : c.type == ATTN_DTYPE_BF16 && !bf16_isas().empty()
                                     ? std::vector<attn_isa>{isas.back(), bf16_isas().front()}
                                     : std::vector<attn_isa>{isas.back()})
-                for (int threads : {1, 2}) {
-                    const std::string shape = "H32_KV" + std::to_string(s[0]) + "_Lk" +
-                                              std::to_string(s[1]) + "_D128_" + c.name;
-                    benchmark::RegisterBenchmark(
-                        bench_name("decode_quantized", "simd", isa_name(isa), threads, shape).c_str(),
-                        decode_quantized, c, s[0], s[1], isa, threads, false, false)
-                        ->UseRealTime()
-                        ->Unit(benchmark::kMillisecond);
-                }
+                for (int threads : {1, 2}) register_decode(c, s[0], s[1], isa, threads, false, false);
     // caches from memory in 2 MiB pages
     for (const int64_t heads_kv : {32, 8})
-        for (const quantized_cache &c : {caches[0], caches[1], caches[3]})
-            for (int threads : {1, 2}) {
-                const std::string shape = "H32_KV" + std::to_string(heads_kv) + "_Lk16384_D128_" + c.name + "_pages2M";
-                benchmark::RegisterBenchmark(
-                    bench_name("decode_quantized", "simd", isa_name(isas.back()), threads, shape).c_str(),
-                    decode_quantized, c, heads_kv, int64_t(16384), isas.back(), threads, false, true)
-                    ->UseRealTime()
-                    ->Unit(benchmark::kMillisecond);
-            }
+        for (const quantized_cache &c : {bf16, i8_row, i4_g32})
+            for (int threads : {1, 2}) register_decode(c, heads_kv, 16384, isas.back(), threads, false, true);
     // bf16 queries and output over the bf16 cache (bf16 products allowed): the f32 decode entry
     // on the highest f32 level, and VDPBF16PS (decode_pairs) on the bf16 levels, in one run
     std::vector<attn_isa> q16_levels{isas.back()};
     if (!bf16_isas().empty()) q16_levels.push_back(bf16_isas().front());
     for (const auto &s : shapes)
         for (attn_isa isa : q16_levels)
-            for (int threads : {1, 2}) {
-                const std::string shape = "H32_KV" + std::to_string(s[0]) + "_Lk" +
-                                          std::to_string(s[1]) + "_D128_bf16q";
-                benchmark::RegisterBenchmark(
-                    bench_name("decode_quantized", "simd", isa_name(isa), threads, shape).c_str(),
-                    decode_quantized, caches[0], s[0], s[1], isa, threads, true, false)
-                    ->UseRealTime()
-                    ->Unit(benchmark::kMillisecond);
-            }
+            for (int threads : {1, 2}) register_decode(bf16, s[0], s[1], isa, threads, true, false);
     // prefill on the level AUTO picks: the bf16 cache on its pair (or tile) path, I8 strict
     // (bf16 pairs of its codes where the level has them), I8 with an f32 output, and I8 under
     // ATTN_FPMATH_BF16
@@ -305,10 +296,10 @@ bool register_decode_quantized() {
         attn_fpmath fpmath;
         attn_dtype out;
         const char *suffix;
-    } prefills[] = {{caches[0], ATTN_FPMATH_STRICT, ATTN_DTYPE_BF16, ""},
-                    {caches[1], ATTN_FPMATH_STRICT, ATTN_DTYPE_BF16, ""},
-                    {caches[1], ATTN_FPMATH_STRICT, ATTN_DTYPE_F32, "_out_f32"},
-                    {caches[1], ATTN_FPMATH_BF16, ATTN_DTYPE_BF16, "_fpmath_bf16"}};
+    } prefills[] = {{bf16, ATTN_FPMATH_STRICT, ATTN_DTYPE_BF16, ""},
+                    {i8_row, ATTN_FPMATH_STRICT, ATTN_DTYPE_BF16, ""},
+                    {i8_row, ATTN_FPMATH_STRICT, ATTN_DTYPE_F32, "_out_f32"},
+                    {i8_row, ATTN_FPMATH_BF16, ATTN_DTYPE_BF16, "_fpmath_bf16"}};
     for (const auto &p : prefills)
         for (int threads : {1, 2}) {
             const std::string shape = std::string("H8_L2048_D128_") + p.c.name + p.suffix;
@@ -324,8 +315,8 @@ bool register_decode_quantized() {
         bool bf16_q;
         const char *name;
         int64_t heads;
-    } few[] = {{f32, false, "f32", 8}, {caches[0], false, "bf16", 8}, {caches[1], false, "I8_row", 8},
-               {caches[0], true, "bf16q", 8}, {caches[1], false, "I8_row", 32}};
+    } few[] = {{f32, false, "f32", 8}, {bf16, false, "bf16", 8}, {i8_row, false, "I8_row", 8},
+               {bf16, true, "bf16q", 8}, {i8_row, false, "I8_row", 32}};
     for (const auto &f : few)
         for (attn_isa isa : f.bf16_q ? bf16_isas() : std::vector<attn_isa>{isas.back()})
             for (int64_t len_q : {5, 8, 16}) {
