@@ -243,12 +243,15 @@ void few_rows(benchmark::State &state, quantized_cache c, int64_t heads, int64_t
     set_flops(state, 4.0 * double(heads * len_q) * double(len_kv * dim));
 }
 
-// decode_quantized/simd/<isa>/threads:<threads>/H32_KV<heads_kv>_Lk<len_kv>_D128_<c.name><suffix>
-// (suffix: "q" for bf16 queries and output, "_pages2M" for a cache in 2 MiB pages).
+// A cache's name in the benchmarks' shapes: "q" after it for bf16 queries and output.
+std::string cache_label(const quantized_cache &c, bool bf16_q) { return std::string(c.name) + (bf16_q ? "q" : ""); }
+
+// decode_quantized/simd/<isa>/threads:<threads>/H32_KV<heads_kv>_Lk<len_kv>_D128_<label>[_pages2M]
+// (cache_label; "_pages2M" for a cache in 2 MiB pages).
 void register_decode(const quantized_cache &c, int64_t heads_kv, int64_t len_kv, attn_isa isa,
                      int threads, bool bf16_q, bool huge_pages) {
     const std::string shape = "H32_KV" + std::to_string(heads_kv) + "_Lk" + std::to_string(len_kv) +
-                              "_D128_" + c.name + (bf16_q ? "q" : "") + (huge_pages ? "_pages2M" : "");
+                              "_D128_" + cache_label(c, bf16_q) + (huge_pages ? "_pages2M" : "");
     benchmark::RegisterBenchmark(bench_name("decode_quantized", "simd", isa_name(isa), threads, shape).c_str(),
                                  decode_quantized, c, heads_kv, len_kv, isa, threads, bf16_q, huge_pages)
         ->UseRealTime()
@@ -313,10 +316,8 @@ bool register_decode_quantized() {
     const struct {
         quantized_cache c;
         bool bf16_q;
-        const char *name;
         int64_t heads;
-    } few[] = {{f32, false, "f32", 8}, {bf16, false, "bf16", 8}, {i8_row, false, "I8_row", 8},
-               {bf16, true, "bf16q", 8}, {i8_row, false, "I8_row", 32}};
+    } few[] = {{f32, false, 8}, {bf16, false, 8}, {i8_row, false, 8}, {bf16, true, 8}, {i8_row, false, 32}};
     for (const auto &f : few)
         for (attn_isa isa : f.bf16_q ? bf16_isas() : std::vector<attn_isa>{isas.back()})
             for (int64_t len_q : {5, 8, 16}) {
@@ -325,7 +326,7 @@ bool register_decode_quantized() {
                 if (f.heads / 8 * len_q * bits > attn::kernels::decode_few_row_bits) continue;  // packed either way
                 for (const bool decode_entry : {true, false}) {
                     const std::string shape = "H" + std::to_string(f.heads) + "_KV8_Lq" + std::to_string(len_q) +
-                                              "_Lk4096_D128_" + f.name;
+                                              "_Lk4096_D128_" + cache_label(f.c, f.bf16_q);
                     benchmark::RegisterBenchmark(
                         bench_name("few_rows", decode_entry ? "simd" : "packed_tiles", isa_name(isa), 1, shape).c_str(),
                         few_rows, f.c, f.heads, len_q, isa, f.bf16_q, decode_entry)
