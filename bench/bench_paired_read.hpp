@@ -6,14 +6,25 @@
 // array from memory (H32 over 8 KV heads, 4096 keys, bf16: 16 MiB read at ~75 GB/s there),
 // which a fraction of machine/read_bw_decode hides.
 //
-// After a benchmark's timed loop, paired_read times `pairs` pairs of (one call, one read of
-// the same spans of bytes by the same number of threads, each thread a contiguous share of
-// each span, started together: timed_read), the order within a pair alternating, and reports:
-//   read_GB/s  the bytes over the median time of the reads (the same bytes, in the same cache
-//              state as the call finds them: both follow the other's pass over them);
-//   of_read    the median over the pairs of read time / call time: the fraction of the rate of
-//              reading its own bytes that the call reaches (1 = as fast as reading them).
-// The pairs are not part of the benchmark's own time. The read is a vector XOR of every
+// After a benchmark's timed loop, paired_read times `pairs` rounds of three: one call, one read
+// of the same spans of bytes by the same number of threads (each thread a contiguous share of
+// each span, started together: timed_read), the spans one after another, and the same read with
+// the spans in step; which of the three goes first turns from one round to the next. It reports:
+//   read_GB/s  the bytes over the median time of the reads one after another (the same bytes, in
+//              the same cache state as the call finds them: each follows another pass over them);
+//   of_read    the median over the rounds of that read's time / the call's time: the fraction of
+//              the rate of reading its own bytes that the call reaches (1 = as fast as reading them);
+//   read_GB/s_in_step, of_read_in_step
+//              the same for the read in step: K and V (and their scales) together, a chunk of
+//              read_step_bytes of the largest span and as much of each other in proportion, in
+//              turn. Decoding reads K in one pass and V in the next (blocks of 512 keys,
+//              kernels/attention_decode.hpp), one stream at a time, as the first read does; a
+//              kernel that reads K and V key by key (ggml's) reads as the second. Which order
+//              reads faster depends on the pages: on a Zen 4 core (KVM), caches of 32 KV heads
+//              from memory in 4 KiB pages, 1 thread, in step took 0.87-0.93x the time for
+//              f32, f16 and bf16 rows and 0.96-1.04x for 8-bit ones, and 1.12-1.24x from 2
+//              MiB pages; at 2 threads 0.94-0.99x, 1.04-1.16x and 1.02-1.25x.
+// The reads are not part of the benchmark's own time. The read is a vector XOR of every
 // 64-byte line (machine_kernels::read_bytes) at the call's ISA, with hardware prefetch only.
 #pragma once
 
@@ -55,6 +66,46 @@ inline uint32_t read_share(const machine_kernels &k, const std::vector<byte_span
     return x;
 }
 
+// Bytes of each span a read in step takes before it moves to the next span.
+inline constexpr int64_t read_step_bytes = 4096;
+
+// Reads share t of `threads` of every span (cut at 64-byte multiples), the spans in step: a
+// chunk of read_step_bytes of the largest share, and as much of each other share in proportion,
+// each chunk cut at an address that is a multiple of 256 bytes (read_bytes takes whole blocks
+// of 256 vector-wise and the bytes around them one at a time).
+inline uint32_t read_share_in_step(const machine_kernels &k, const std::vector<byte_span> &spans, int t,
+                                   int threads) {
+    struct share {
+        const unsigned char *p;
+        int64_t bytes;
+    };
+    std::vector<share> shares;
+    int64_t most = 0;
+    for (const byte_span &s : spans) {
+        const int64_t lines = (s.bytes + 63) / 64, lo = lines * t / threads * 64,
+                      hi = std::min(s.bytes, lines * (t + 1) / threads * 64);
+        if (hi <= lo) continue;
+        shares.push_back({static_cast<const unsigned char *>(s.p) + lo, hi - lo});
+        most = std::max(most, hi - lo);
+    }
+    const int64_t steps = (most + read_step_bytes - 1) / read_step_bytes;
+    // where step i of share s starts: its fraction i / steps of the share, up to a block edge
+    const auto cut = [steps](const share &s, int64_t i) -> int64_t {
+        if (i == 0) return 0;
+        if (i >= steps) return s.bytes;
+        const uintptr_t at = reinterpret_cast<uintptr_t>(s.p);
+        const uintptr_t edge = (at + uintptr_t(s.bytes * i / steps) + 255) & ~uintptr_t(255);
+        return std::min(s.bytes, int64_t(edge - at));
+    };
+    uint32_t x = 0;
+    for (int64_t i = 0; i < steps; ++i)
+        for (const share &s : shares) {
+            const int64_t lo = cut(s, i), hi = cut(s, i + 1);
+            if (hi > lo) x ^= k.read_bytes(s.p + lo, hi - lo);
+        }
+    return x;
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -63,11 +114,13 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 // have started (created and waiting on a flag) to when the last is done: thread creation and
 // joining are outside the time. (A TBB arena's parallel_for was not: right after a 2-thread
 // call its second thread joined in none of 50 reads, so every read ran on one thread.)
+// in_step: each thread's shares read in step (read_share_in_step), else one after the other.
 inline double timed_read(const machine_kernels &k, const std::vector<byte_span> &spans, int threads,
-                         std::atomic<uint32_t> &sink) {
+                         bool in_step, std::atomic<uint32_t> &sink) {
+    const auto read = in_step ? read_share_in_step : read_share;
     if (threads == 1) {
         const auto t0 = std::chrono::steady_clock::now();
-        sink ^= read_share(k, spans, 0, 1);
+        sink ^= read(k, spans, 0, 1);
         return seconds_since(t0);
     }
     std::atomic<int> ready{0}, done{0};
@@ -78,14 +131,14 @@ inline double timed_read(const machine_kernels &k, const std::vector<byte_span> 
             ready.fetch_add(1);
             while (!go.load(std::memory_order_acquire)) {
             }
-            sink ^= read_share(k, spans, t, threads);
+            sink ^= read(k, spans, t, threads);
             done.fetch_add(1, std::memory_order_release);
         });
     while (ready.load() < threads - 1) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     go.store(true, std::memory_order_release);
-    sink ^= read_share(k, spans, 0, threads);
+    sink ^= read(k, spans, 0, threads);
     while (done.load(std::memory_order_acquire) < threads - 1) {
     }
     const double seconds = seconds_since(t0);
@@ -115,23 +168,28 @@ void paired_read(benchmark::State &state, attn_isa isa, int threads,
     if (call() != ATTN_OK) return;
     const double first = seconds_since(t0);
     const int pairs = int(std::clamp(0.1 / std::max(first, 1e-6), 7.0, 101.0)) | 1;
-    std::vector<double> read_s, ratio;
+    std::vector<double> read_s, ratio, step_s, step_ratio;
     for (int i = 0; i < pairs; ++i) {
-        double call_s = 0.0, one_read = 0.0;
-        for (int side = 0; side < 2; ++side) {
-            if ((side + i) % 2 == 0) {
+        double call_s = 0.0, one_read = 0.0, in_step = 0.0;
+        for (int side = 0; side < 3; ++side) {
+            const int what = (side + i) % 3;  // the three in turn, each first as often
+            if (what == 0) {
                 t0 = std::chrono::steady_clock::now();
                 if (call() != ATTN_OK) return;
                 call_s = seconds_since(t0);
             } else {
-                one_read = timed_read(*k, spans, threads, sink);
+                (what == 1 ? one_read : in_step) = timed_read(*k, spans, threads, what == 2, sink);
             }
         }
         read_s.push_back(one_read);
         ratio.push_back(one_read / call_s);
+        step_s.push_back(in_step);
+        step_ratio.push_back(in_step / call_s);
     }
     state.counters["read_GB/s"] = double(span_bytes(spans)) / median(read_s) / 1e9;
     state.counters["of_read"] = median(ratio);
+    state.counters["read_GB/s_in_step"] = double(span_bytes(spans)) / median(step_s) / 1e9;
+    state.counters["of_read_in_step"] = median(step_ratio);
 }
 
 }  // namespace attn_bench

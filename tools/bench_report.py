@@ -91,6 +91,8 @@ class Result:
         # decoding: the fraction of the rate of reading its own bytes, alternated with the
         # calls (bench/bench_paired_read.hpp)
         self.of_read = float(entry["of_read"]) if "of_read" in entry else None
+        # and of reading them with K and V in step (a faster order on some machines)
+        self.of_read_in_step = float(entry["of_read_in_step"]) if "of_read_in_step" in entry else None
         # machine/bf16_softmax_ceiling: fractions and costs, not rates
         self.shares = {k: float(entry[k]) for k in SHARE_COUNTERS if k in entry}
         self.error = entry.get("error_occurred", False)
@@ -339,10 +341,10 @@ def decode_rows(run):
     """Decoding per KV cache type (DECODE_PER_TYPE): time, bytes read (values and scales), GB/s,
     its fraction of the read bandwidth measured in the same run at 128 MiB
     (machine/read_bw_decode, same ISA and threads), the fraction of the rate of reading the
-    same bytes alternated with the calls (of_read), and the speed over the bf16 cache's of the
-    same shape."""
+    same bytes alternated with the calls (of_read), the same with K and V read in step
+    (of_read_in_step), and the speed over the bf16 cache's of the same shape."""
     header = ["KV cache", "shape", "isa", "threads", "ms", "MiB read", "GB/s",
-              "read_bw_decode GB/s", "of read bw", "of paired read", "speed vs bf16"]
+              "read_bw_decode GB/s", "of read bw", "of paired read", "of in-step read", "speed vs bf16"]
     rows = []
 
     def heads_keys_pages(shape):  # H.._KV.._Lk.., and whether in 2 MiB pages
@@ -365,6 +367,7 @@ def decode_rows(run):
                          f"{bw.gbps:.1f}" if bw and bw.gbps else "n/a",
                          f"{r.gbps / bw.gbps:.2f}" if bw and bw.gbps else "n/a",
                          f"{r.of_read:.2f}" if r.of_read else "n/a",
+                         f"{r.of_read_in_step:.2f}" if r.of_read_in_step else "n/a",
                          fmt_ratio(r, bf16) if bf16 else "n/a"])
     return header, rows
 
@@ -546,7 +549,9 @@ def write_performance_md(run, md_path, charts, bench_cmd, source=None):
                   "`machine/read_bw_decode` (a 128 MiB array summed, same ISA and threads); "
                   "`of paired read` is the call's speed over that of reading its own bytes, "
                   "the two alternated within the benchmark (the steadier of the two on a "
-                  "shared machine).", "",
+                  "shared machine); `of in-step read` the same against reading K and V "
+                  "together, chunk by chunk, the faster order on some machines "
+                  "(bench/bench_paired_read.hpp).", "",
                   markdown_table(header, rows), ""]
     header, rows = peak_rows(run)
     if rows:
