@@ -6,7 +6,7 @@
 // array from memory (H32 over 8 KV heads, 4096 keys, bf16: 16 MiB read at ~75 GB/s there),
 // which a fraction of machine/read_bw_decode hides.
 //
-// After a benchmark's timed loop, paired_read times `pairs` rounds of three: one call, one read
+// After a benchmark's timed loop, paired_read times `rounds` rounds of three: one call, one read
 // of the same spans of bytes by the same number of threads (each thread a contiguous share of
 // each span, started together: timed_read), the spans one after another, and the same read with
 // the spans in step; which of the three goes first turns from one round to the next. It reports:
@@ -163,16 +163,16 @@ void paired_read(benchmark::State &state, attn_isa isa, int threads,
     const machine_kernels *k = machine_kernels_for(isa);
     if (k == nullptr || state.error_occurred()) return;
     std::atomic<uint32_t> sink{0};
-    // about 0.1 s of pairs, at least 7 and at most 101, an odd count
+    // about 0.1 s of rounds, at least 7 and at most 101, an odd count
     auto t0 = std::chrono::steady_clock::now();
     if (call() != ATTN_OK) return;
     const double first = seconds_since(t0);
-    const int pairs = int(std::clamp(0.1 / std::max(first, 1e-6), 7.0, 101.0)) | 1;
+    const int rounds = int(std::clamp(0.1 / std::max(first, 1e-6), 7.0, 101.0)) | 1;
     std::vector<double> read_s, ratio, step_s, step_ratio;
-    for (int i = 0; i < pairs; ++i) {
+    for (int i = 0; i < rounds; ++i) {
         double call_s = 0.0, one_read = 0.0, in_step = 0.0;
         for (int side = 0; side < 3; ++side) {
-            const int what = (side + i) % 3;  // the three in turn, each first as often
+            const int what = (side + i) % 3;  // round i starts with the i % 3-th of the three
             if (what == 0) {
                 t0 = std::chrono::steady_clock::now();
                 if (call() != ATTN_OK) return;
