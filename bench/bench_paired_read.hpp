@@ -54,14 +54,24 @@ inline int64_t span_bytes(const std::vector<byte_span> &spans) {
 
 namespace paired_read_detail {
 
-// Reads share t of `threads` of every span (cut at 64-byte multiples).
+// Thread t's share of `threads` of span s, cut at 64-byte multiples (empty: bytes 0).
+struct share {
+    const unsigned char *p;
+    int64_t bytes;
+};
+inline share share_of(const byte_span &s, int t, int threads) {
+    const int64_t lines = (s.bytes + 63) / 64, lo = lines * t / threads * 64,
+                  hi = std::min(s.bytes, lines * (t + 1) / threads * 64);
+    return {static_cast<const unsigned char *>(s.p) + lo, hi > lo ? hi - lo : 0};
+}
+
+// Reads share t of `threads` of every span.
 inline uint32_t read_share(const machine_kernels &k, const std::vector<byte_span> &spans, int t,
                            int threads) {
     uint32_t x = 0;
     for (const byte_span &s : spans) {
-        const int64_t lines = (s.bytes + 63) / 64, lo = lines * t / threads * 64,
-                      hi = std::min(s.bytes, lines * (t + 1) / threads * 64);
-        if (hi > lo) x ^= k.read_bytes(static_cast<const unsigned char *>(s.p) + lo, hi - lo);
+        const share own = share_of(s, t, threads);
+        if (own.bytes > 0) x ^= k.read_bytes(own.p, own.bytes);
     }
     return x;
 }
@@ -69,24 +79,19 @@ inline uint32_t read_share(const machine_kernels &k, const std::vector<byte_span
 // Bytes of each span a read in step takes before it moves to the next span.
 inline constexpr int64_t read_step_bytes = 4096;
 
-// Reads share t of `threads` of every span (cut at 64-byte multiples), the spans in step: a
-// chunk of read_step_bytes of the largest share, and as much of each other share in proportion,
-// each chunk cut at an address that is a multiple of 256 bytes (read_bytes takes whole blocks
-// of 256 vector-wise and the bytes around them one at a time).
+// Reads share t of `threads` of every span, the spans in step: a chunk of read_step_bytes of
+// the largest share, and as much of each other share in proportion, each chunk cut at an
+// address that is a multiple of 256 bytes (read_bytes takes whole blocks of 256 vector-wise and
+// the bytes around them one at a time).
 inline uint32_t read_share_in_step(const machine_kernels &k, const std::vector<byte_span> &spans, int t,
                                    int threads) {
-    struct share {
-        const unsigned char *p;
-        int64_t bytes;
-    };
     std::vector<share> shares;
     int64_t most = 0;
     for (const byte_span &s : spans) {
-        const int64_t lines = (s.bytes + 63) / 64, lo = lines * t / threads * 64,
-                      hi = std::min(s.bytes, lines * (t + 1) / threads * 64);
-        if (hi <= lo) continue;
-        shares.push_back({static_cast<const unsigned char *>(s.p) + lo, hi - lo});
-        most = std::max(most, hi - lo);
+        const share own = share_of(s, t, threads);
+        if (own.bytes == 0) continue;
+        shares.push_back(own);
+        most = std::max(most, own.bytes);
     }
     const int64_t steps = (most + read_step_bytes - 1) / read_step_bytes;
     // where step i of share s starts: its fraction i / steps of the share, up to a block edge
