@@ -65,34 +65,33 @@ inline share share_of(const byte_span &s, int t, int threads) {
     return {static_cast<const unsigned char *>(s.p) + lo, hi > lo ? hi - lo : 0};
 }
 
-// Reads share t of `threads` of every span.
-inline uint32_t read_share(const machine_kernels &k, const std::vector<byte_span> &spans, int t,
-                           int threads) {
-    uint32_t x = 0;
+// Thread t's shares of `threads` of the spans, the empty ones left out: what it reads, found
+// before a timed read starts.
+inline std::vector<share> shares_of(const std::vector<byte_span> &spans, int t, int threads) {
+    std::vector<share> out;
     for (const byte_span &s : spans) {
         const share own = share_of(s, t, threads);
-        if (own.bytes > 0) x ^= k.read_bytes(own.p, own.bytes);
+        if (own.bytes > 0) out.push_back(own);
     }
+    return out;
+}
+
+// Reads the shares one after another.
+inline uint32_t read_shares(const machine_kernels &k, const std::vector<share> &shares) {
+    uint32_t x = 0;
+    for (const share &s : shares) x ^= k.read_bytes(s.p, s.bytes);
     return x;
 }
 
 // Bytes of each span a read in step takes before it moves to the next span.
 inline constexpr int64_t read_step_bytes = 4096;
 
-// Reads share t of `threads` of every span, the spans in step: a chunk of read_step_bytes of
-// the largest share, and as much of each other share in proportion, each chunk cut at an
-// address that is a multiple of 256 bytes (read_bytes takes whole blocks of 256 vector-wise and
-// the bytes around them one at a time).
-inline uint32_t read_share_in_step(const machine_kernels &k, const std::vector<byte_span> &spans, int t,
-                                   int threads) {
-    std::vector<share> shares;
+// Reads the shares in step: a chunk of read_step_bytes of the largest share, and as much of
+// each other share in proportion, each chunk cut at an address that is a multiple of 256 bytes
+// (read_bytes takes whole blocks of 256 vector-wise and the bytes around them one at a time).
+inline uint32_t read_shares_in_step(const machine_kernels &k, const std::vector<share> &shares) {
     int64_t most = 0;
-    for (const byte_span &s : spans) {
-        const share own = share_of(s, t, threads);
-        if (own.bytes == 0) continue;
-        shares.push_back(own);
-        most = std::max(most, own.bytes);
-    }
+    for (const share &s : shares) most = std::max(most, s.bytes);
     const int64_t steps = (most + read_step_bytes - 1) / read_step_bytes;
     // where step i of share s starts: its fraction i / steps of the share, up to a block edge
     const auto cut = [steps](const share &s, int64_t i) -> int64_t {
@@ -119,13 +118,15 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 // have started (created and waiting on a flag) to when the last is done: thread creation and
 // joining are outside the time. (A TBB arena's parallel_for was not: right after a 2-thread
 // call its second thread joined in none of 50 reads, so every read ran on one thread.)
-// in_step: each thread's shares read in step (read_share_in_step), else one after the other.
+// in_step: each thread's shares read in step (read_shares_in_step), else one after the other.
 inline double timed_read(const machine_kernels &k, const std::vector<byte_span> &spans, int threads,
                          bool in_step, std::atomic<uint32_t> &sink) {
-    const auto read = in_step ? read_share_in_step : read_share;
+    const auto read = in_step ? read_shares_in_step : read_shares;
+    std::vector<std::vector<share>> plan;  // thread t's shares at plan[t]
+    for (int t = 0; t < threads; ++t) plan.push_back(shares_of(spans, t, threads));
     if (threads == 1) {
         const auto t0 = std::chrono::steady_clock::now();
-        sink ^= read(k, spans, 0, 1);
+        sink ^= read(k, plan[0]);
         return seconds_since(t0);
     }
     std::atomic<int> ready{0}, done{0};
@@ -136,14 +137,14 @@ inline double timed_read(const machine_kernels &k, const std::vector<byte_span> 
             ready.fetch_add(1);
             while (!go.load(std::memory_order_acquire)) {
             }
-            sink ^= read(k, spans, t, threads);
+            sink ^= read(k, plan[t]);
             done.fetch_add(1, std::memory_order_release);
         });
     while (ready.load() < threads - 1) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     go.store(true, std::memory_order_release);
-    sink ^= read(k, spans, 0, threads);
+    sink ^= read(k, plan[0]);
     while (done.load(std::memory_order_acquire) < threads - 1) {
     }
     const double seconds = seconds_since(t0);
