@@ -10,7 +10,9 @@
 //   once at the end)
 //   P *= dropout factors
 //   O  = O exp(m - m') + P V_tile                V rows as whole vectors of dim_v
-// and finally out = O / l, lse = m + log l. Only the br x bc tile S is ever stored.
+// and finally out = O / l, lse = m + log l. Only the br x bc tile S is ever stored. A scores
+// policy may form P with S (tile_with_p: the bf16-pair tiles, attention_bf16.hpp), from an
+// offset m' taken before the tile's max is known; m is then that offset, out and lse the same.
 //
 // Everything here is a template on Arch (see vec_math.hpp for why no plain inline functions).
 #pragma once
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
@@ -304,6 +307,12 @@ void attention_pad_v(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_
     attention_detail::pad_v_rows<Arch>(v, first, keys, dim_v, padded, padded_ld);
 }
 
+// Whether a scores policy may form P with S (a static tile_with_p, as bf16_scores has).
+template <class Scores, class = void>
+struct forms_p : std::false_type {};
+template <class Scores>
+struct forms_p<Scores, std::void_t<decltype(&Scores::tile_with_p)>> : std::true_type {};
+
 template <class Arch, class Scores>
 void attention_forward_tile_with(const attention_tile &t) {
     using namespace attention_detail;
@@ -340,13 +349,20 @@ void attention_forward_tile_with(const attention_tile &t) {
     for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += blk::bc) {
         const int64_t cols = t.key_end - j0 < blk::bc ? t.key_end - j0 : blk::bc;
 
+        // a policy that forms P with S (tile_with_p) leaves m, m_prev and the sums of P as the
+        // steps below would, where it can
+        bool p_formed = false;
+        if constexpr (forms_p<Scores>::value)
+            p_formed = Scores::tile_with_p(t, qs, j0, cols, s, t.scratch + at.k_panels, score_max,
+                                           m, m_prev, tile_lanes, key_factors);
+
         // S = (scale Q) K^T for this tile, and (when it says so) each row's max over its
         // visible scores
-        const bool maxima = Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels, score_max,
-                                         key_factors);
+        const bool maxima = !p_formed && Scores::tile(t, qs, j0, cols, s, t.scratch + at.k_panels,
+                                                      score_max, key_factors);
 
         // online softmax: m' = max(m, rowmax S), P = exp(S - m'), sum P
-        for (int64_t r = 0; r < t.rows; ++r) {
+        for (int64_t r = 0; r < t.rows && !p_formed; ++r) {
             float *s_row = s + r * blk::bc;
             const key_range seen = tile_columns(t, r, j0, cols);
             const float *mask_row = t.mask ? t.mask + r * t.mask_ld + j0 : nullptr;

@@ -16,6 +16,8 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/attention.hpp"
@@ -89,6 +91,115 @@ inline void score_block_pairs_any(int rows, int vectors, const uint32_t *q, int6
     score_block_pairs<Arch, Rows, NRV>(q, ldq, panel, pairs, col_scale, s, lds, row_max);
 }
 
+// score_block_pairs with P formed in its epilogue, for a panel of NRV vectors every row of the
+// block sees: with acc the products, P = 2^(acc col_scale_log2e[c] - m_ref[r] log2 e)
+// (exp2_for_bf16; col_scale_log2e[c] = the key's factor of S times log2 e), its lane-wise sums
+// added at sums + r * W, then (Scaled) P times p_scale[c] where P is not 0, as exp_row_pairs,
+// rounded to bf16 at p16 + r * ldp (bf16 elements). Neither S nor its max is kept: the
+// epilogue's operations share the VDPBF16PS pipes, and the exponent comes in one multiply-add
+// from the products where S, S - m and (S - m) log2 e took a multiply each and a subtract,
+// with a max beside them. Not inlined: in the loops over panels and rows the compiler hoisted
+// the exponential's constants out of them, into registers the accumulators then lacked (two
+// of them spilled in the products' loop, 1.05-1.10x the time).
+template <class Arch, int Rows, int NRV, bool Scaled>
+__attribute__((noinline)) void score_p_block_pairs(const uint32_t *q, int64_t ldq,
+                                                   const uint16_t *panel, int64_t pairs,
+                                                   const float *col_scale_log2e,
+                                                   const float *p_scale, const float *m_ref,
+                                                   uint16_t *p16, int64_t ldp, float *sums) {
+    using fbatch = xsimd::batch<float, Arch>;
+    static_assert(NRV % 2 == 0, "P is stored two vectors at a time");
+    constexpr int W = lanes<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    __m512 acc[Rows][NRV];
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < pairs; ++d) {
+        __m512bh kv[NRV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v)
+            kv[v] = (__m512bh)_mm512_loadu_si512(panel + (d * nr + v * W) * 2);
+#pragma GCC unroll 32
+        for (int r = 0; r < Rows; ++r) {
+            const __m512bh qv = (__m512bh)_mm512_set1_epi32(int(q[r * ldq + d]));
+#pragma GCC unroll 8
+            for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], qv, kv[v]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < Rows; ++r) {
+        const __m512 shift = _mm512_set1_ps(-(m_ref[r] * 1.44269504088896341f));
+        __m512 p[NRV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v)  // (the key factors from memory: in registers they left the exponential short)
+            p[v] = exp2_for_bf16<Arch>(
+                fbatch(_mm512_fmadd_ps(acc[r][v], _mm512_loadu_ps(col_scale_log2e + v * W), shift)));
+        // the sums in a tree, not a chain through each vector's exponential
+        fbatch sum = fbatch(p[0]) + fbatch(p[1]);
+#pragma GCC unroll 8
+        for (int v = 2; v < NRV; v += 2) sum += fbatch(p[v]) + fbatch(p[v + 1]);
+#pragma GCC unroll 8
+        for (int v = 0; Scaled && v < NRV; ++v)
+            p[v] = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(p[v], _mm512_setzero_ps(), _CMP_NEQ_UQ),
+                                       p[v], _mm512_load_ps(p_scale + v * W));
+        (fbatch::load_aligned(sums + r * W) + sum).store_aligned(sums + r * W);
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; v += 2)
+            _mm512_storeu_si512(p16 + r * ldp + v * W, (__m512i)_mm512_cvtne2ps_pbh(p[v + 1], p[v]));
+    }
+}
+
+// score_p_block_pairs for rows <= Rows.
+template <class Arch, int Rows, int NRV, bool Scaled>
+inline void score_p_block_pairs_any(int rows, const uint32_t *q, int64_t ldq,
+                                    const uint16_t *panel, int64_t pairs,
+                                    const float *col_scale_log2e, const float *p_scale,
+                                    const float *m_ref, uint16_t *p16, int64_t ldp, float *sums) {
+    if constexpr (Rows > 1) {
+        if (rows < Rows)
+            return score_p_block_pairs_any<Arch, Rows - 1, NRV, Scaled>(
+                rows, q, ldq, panel, pairs, col_scale_log2e, p_scale, m_ref, p16, ldp, sums);
+    }
+    score_p_block_pairs<Arch, Rows, NRV, Scaled>(q, ldq, panel, pairs, col_scale_log2e, p_scale,
+                                                 m_ref, p16, ldp, sums);
+}
+
+// P of a block of rows over a panel from its stored scores (rows lds floats apart from s, the
+// panel's first `vectors` key vectors formed, hidden lanes -inf): e^(S - m_ref[r]) as
+// exp_row_pairs forms it (times p_scale[c] where not 0, when given), 0 in the panel's other
+// vectors and for a row whose m_ref is -inf (it sees none of the tile), rounded to bf16 at
+// p16 + r * ldp, and P's lane-wise sums added at sums + r * W. A row's vectors are read two
+// at a time before the pair of them is stored, so p16 may be s's row (the tile's first panel).
+template <class Arch>
+void p_of_block(int rows, int vectors, const float *s, int64_t lds, const float *m_ref,
+                const float *p_scale, uint16_t *p16, int64_t ldp, float *sums) {
+    using fbatch = xsimd::batch<float, Arch>;
+    constexpr int W = lanes<Arch>;
+    constexpr int NRV = attention_blocking<Arch>::nr_vectors;
+    for (int r = 0; r < rows; ++r) {
+        const bool none = m_ref[r] == -std::numeric_limits<float>::infinity();
+        const fbatch shift(m_ref[r]);
+        fbatch sum(0.0f);
+        for (int v = 0; v < NRV; v += 2) {
+            __m512 x[2];
+            for (int i = 0; i < 2; ++i) {
+                x[i] = _mm512_setzero_ps();
+                if (none || v + i >= vectors) continue;
+                const fbatch e = exp_for_bf16<Arch>(fbatch::load_aligned(s + r * lds + (v + i) * W) - shift);
+                sum += e;
+                x[i] = e;
+                if (p_scale)
+                    x[i] = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x[i], _mm512_setzero_ps(), _CMP_NEQ_UQ),
+                                               x[i], _mm512_load_ps(p_scale + (v + i) * W));
+            }
+            _mm512_storeu_si512(p16 + r * ldp + v * W, (__m512i)_mm512_cvtne2ps_pbh(x[1], x[0]));
+        }
+        (fbatch::load_aligned(sums + r * W) + sum).store_aligned(sums + r * W);
+    }
+}
+
 // tile_scores (attention.hpp) over bf16-pair panels, key c's scores times col_scale[c]
 // (c < panels * nr): causal skipping, the diagonal's partial panels and the hidden lanes of
 // cut blocks as there.
@@ -115,6 +226,8 @@ void tile_scores_pairs(const attention_tile &t, int64_t j0, int64_t cols, const 
 // -inf). Returns the lane-wise sum of P before dropout and scales. The writes trail the reads.
 // F32Exp: e^(S - m) by the f32 paths' exponential (softmax_exp) instead, where the weights of
 // the rows are the f32 tiles' (P rounded to bf16 all the same).
+// (The tile loop forms most of P in the score kernel's epilogue instead: tile_with_p below;
+// this pass is for the tiles it leaves, the first panel of each and the cut blocks.)
 // A pass of its own, not interleaved with the products: on Zen 5 its operations take the
 // VDPBF16PS pipes (beside a loop of VDPBF16PS at two a cycle each add, multiply-add, max,
 // VREDUCEPS or VSCALEFPS costs half a cycle more, VCVTNEPS2BF16 a whole one), so a vector of
@@ -411,6 +524,101 @@ struct bf16_scores {
         tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
         tile_scores_pairs<Arch>(t, j0, cols, reinterpret_cast<const uint32_t *>(q_region), pairs,
                                 k_at, panels, col_scale, s, score_max);
+        return true;
+    }
+    // S and P of a tile at once, where the scores are plain (no softcap, mask or ALiBi) and
+    // nothing drops (codes: each key's scales as tile and exp_row apply them). Each row's
+    // offset m_ref (its new running max) is taken before the tile's other panels are formed:
+    // max(m, the row's max over the tile's first panel); then P = e^(S - m_ref) for every key,
+    // panel by panel as score_blocks forms S: in the score kernel's epilogue
+    // (score_p_block_pairs) for a (row block, panel) every row of which sees the panel whole,
+    // from the scores stored and hidden (hide_block) for a cut one (p_of_block, as for the
+    // first panel), and 0 for one hidden from all its rows. A row with a lane of P's sums above
+    // p_sum_limit (so some P may be; P up to 2^20 is as well rounded as below 1, and l and O stay
+    // far from overflow; a score past m_ref + 88 gives P = inf), or that sees keys of the tile
+    // but none before them nor in its first panel, turns the tile back to tile and exp_row,
+    // which start over: false, with nothing of m, m_prev and the sums changed. On true: m_prev
+    // = m, m = m_ref and tile_lanes[r] P's lane-wise sums, for every row, as exp_row would have
+    // left them with the max m_ref. The running max so stays near each row's max, not always at
+    // it: out = O / l and lse = m + log l are the same quantities either way. (A NaN score gives
+    // NaN P, sums and output, as there.)
+    static constexpr float p_sum_limit = 0x1p20f;
+    static bool tile_with_p(const attention_tile &t, const float *q_region, int64_t j0,
+                            int64_t cols, float *s, float *k_buf, float *score_max, float *m,
+                            float *m_prev, float *tile_lanes, float *key_factors) {
+        using blk = attention_blocking<Arch>;
+        constexpr int nr = panel_keys<Arch>;
+        constexpr int W = lanes<Arch>;
+        if (t.dropout_keys || t.mask || attention_detail::has_score_terms(t)) return false;
+        const int64_t panels = (cols + nr - 1) / nr, pairs = pairs_of(t.dim_qk);
+        const uint32_t *q = reinterpret_cast<const uint32_t *>(q_region);
+        const uint16_t *k_at = tile_k_pairs<Arch, Codes>(t, j0, panels, k_buf);
+        const float neg_inf = -std::numeric_limits<float>::infinity();
+        alignas(64) float col_scale[blk::bc], col_scale_log2e[blk::bc];
+        tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
+        for (int64_t c = nr; c < panels * nr; ++c) col_scale_log2e[c] = col_scale[c] * 1.44269504088896341f;
+        const float *p_scale = Codes ? key_factors : nullptr;
+        alignas(64) float cut_max[blk::mr_s * W];
+        alignas(64) float m_ref[blk::br];
+        for (int64_t r = 0; r < t.rows; ++r) {
+            fbatch(neg_inf).store_aligned(score_max + r * W);
+            fbatch(0.0f).store_aligned(tile_lanes + r * W);
+        }
+        for (int64_t p = 0; p < panels; ++p) {
+            for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_s) {
+                const int rr = static_cast<int>(t.rows - r0 < blk::mr_s ? t.rows - r0 : blk::mr_s);
+                uint16_t *p_at = reinterpret_cast<uint16_t *>(s + r0 * blk::bc) + p * nr;
+                const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, p * nr);
+                if (vectors == 0) {  // hidden from every row of the block
+                    for (int i = 0; i < rr; ++i)
+                        std::memset(p_at + i * 2 * blk::bc, 0, sizeof(uint16_t) * nr);
+                    continue;
+                }
+                const bool whole = attention_detail::block_sees_all(t, r0, rr, j0, cols, p * nr,
+                                                                    p * nr + vectors * W);
+                if (p > 0 && whole && vectors == blk::nr_vectors) {
+                    score_p_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors, Codes>(
+                        rr, q + r0 * pairs, pairs, k_at + p * nr * pairs * 2, pairs,
+                        col_scale_log2e + p * nr, Codes ? p_scale + p * nr : nullptr, m_ref + r0,
+                        p_at, 2 * blk::bc, tile_lanes + r0 * W);
+                    continue;
+                }
+                float *s_at = s + r0 * blk::bc + p * nr;
+                score_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors>(
+                    rr, vectors, q + r0 * pairs, pairs, k_at + p * nr * pairs * 2, pairs,
+                    col_scale + p * nr, s_at, blk::bc, whole ? score_max + r0 * W : cut_max);
+                if (!whole)
+                    attention_detail::hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at,
+                                                       blk::bc, score_max);
+                if (p > 0)
+                    p_of_block<Arch>(rr, vectors, s_at, blk::bc, m_ref + r0,
+                                     Codes ? p_scale + p * nr : nullptr, p_at, 2 * blk::bc,
+                                     tile_lanes + r0 * W);
+            }
+            if (p > 0) continue;
+            for (int64_t r = 0; r < t.rows; ++r) {  // the offsets, then the first panel's P
+                m_ref[r] = attention_detail::running_max<Arch>(
+                    m[r], reduce_max<Arch>(fbatch::load_aligned(score_max + r * W)));
+                if (m_ref[r] != m_ref[r] || m_ref[r] == -neg_inf) return false;
+                if (m_ref[r] == neg_inf && attention_detail::tile_columns(t, r, j0, cols).hi >
+                                               attention_detail::tile_columns(t, r, j0, cols).lo)
+                    return false;  // nothing to start from
+            }
+            for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_s) {
+                const int rr = static_cast<int>(t.rows - r0 < blk::mr_s ? t.rows - r0 : blk::mr_s);
+                const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, 0);
+                if (vectors > 0)
+                    p_of_block<Arch>(rr, vectors, s + r0 * blk::bc, blk::bc, m_ref + r0, p_scale,
+                                     reinterpret_cast<uint16_t *>(s + r0 * blk::bc), 2 * blk::bc,
+                                     tile_lanes + r0 * W);
+            }
+        }
+        for (int64_t r = 0; r < t.rows; ++r)
+            if (xsimd::any(fbatch::load_aligned(tile_lanes + r * W) > fbatch(p_sum_limit))) return false;
+        for (int64_t r = 0; r < t.rows; ++r) {
+            m_prev[r] = m[r];
+            m[r] = m_ref[r];
+        }
         return true;
     }
     static fbatch exp(const fbatch &x) { return exp_for_bf16<Arch>(x); }

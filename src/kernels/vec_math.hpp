@@ -260,17 +260,25 @@ ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2(const xsimd::batch<float, Arch
 // exactly: the row's largest score gives P = 1. Four multiply-adds fewer than exp's, and no
 // clamping (subnormal results rounded, not flushed; -inf gives +0, NaN stays NaN). Without
 // AVX-512 (no pair path there) it is exp itself.
+// exp2_for_bf16(y): the same 2^y, for callers that form y = x log2 e themselves (AVX-512 only).
+template <class Arch>
+ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp2_for_bf16(const xsimd::batch<float, Arch> &y) {
+    using fbatch = xsimd::batch<float, Arch>;
+    static_assert(std::is_base_of_v<xsimd::avx512f, Arch>, "vreduceps and vscalefps");
+    return detail::exp2_by_parts<Arch>(y, [](const fbatch &f) {
+        fbatch p(1.3426385e-2f);
+        p = xsimd::fma(p, f, fbatch(5.2242957e-2f));
+        p = xsimd::fma(p, f, fbatch(2.4127997e-1f));
+        p = xsimd::fma(p, f, fbatch(6.9304490e-1f));
+        return xsimd::fma(p, f, fbatch(1.0f));
+    });
+}
+
 template <class Arch>
 ATTN_ALWAYS_INLINE xsimd::batch<float, Arch> exp_for_bf16(const xsimd::batch<float, Arch> &x) {
     using fbatch = xsimd::batch<float, Arch>;
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-        return detail::exp2_by_parts<Arch>(x * fbatch(1.44269504088896341f), [](const fbatch &f) {
-            fbatch p(1.3426385e-2f);
-            p = xsimd::fma(p, f, fbatch(5.2242957e-2f));
-            p = xsimd::fma(p, f, fbatch(2.4127997e-1f));
-            p = xsimd::fma(p, f, fbatch(6.9304490e-1f));
-            return xsimd::fma(p, f, fbatch(1.0f));
-        });
+        return exp2_for_bf16<Arch>(x * fbatch(1.44269504088896341f));
     } else {
         return exp<Arch>(x);
     }
