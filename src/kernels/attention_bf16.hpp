@@ -31,16 +31,13 @@ namespace attention_bf16_detail {
 using attention_detail::lanes;
 using attention_detail::panel_keys;
 
-// s[Rows x NRV*W] = (q[Rows x pairs] K_panel) times col_scale (a factor a key), the panel's
-// first NRV key vectors, and row_max[r][0..W) = max(row_max[r], the row's scores) lane-wise
-// (as score_block).
+// acc[r][v] = q[r x pairs] times the panel's key vector v, on bf16 pairs (VDPBF16PS) summed in
+// f32 in pair order: the products of score_block_pairs and score_p_block_pairs.
 template <class Arch, int Rows, int NRV>
-inline void score_block_pairs(const uint32_t *q, int64_t ldq, const uint16_t *panel,
-                              int64_t pairs, const float *col_scale, float *s, int64_t lds,
-                              float *row_max) {
+ATTN_ALWAYS_INLINE void panel_products(const uint32_t *q, int64_t ldq, const uint16_t *panel,
+                                       int64_t pairs, __m512 (&acc)[Rows][NRV]) {
     constexpr int W = lanes<Arch>;
     constexpr int nr = panel_keys<Arch>;
-    __m512 acc[Rows][NRV];
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 8
@@ -57,6 +54,18 @@ inline void score_block_pairs(const uint32_t *q, int64_t ldq, const uint16_t *pa
             for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], qv, kv[v]);
         }
     }
+}
+
+// s[Rows x NRV*W] = (q[Rows x pairs] K_panel) times col_scale (a factor a key), the panel's
+// first NRV key vectors, and row_max[r][0..W) = max(row_max[r], the row's scores) lane-wise
+// (as score_block).
+template <class Arch, int Rows, int NRV>
+inline void score_block_pairs(const uint32_t *q, int64_t ldq, const uint16_t *panel,
+                              int64_t pairs, const float *col_scale, float *s, int64_t lds,
+                              float *row_max) {
+    constexpr int W = lanes<Arch>;
+    __m512 acc[Rows][NRV];
+    panel_products<Arch, Rows, NRV>(q, ldq, panel, pairs, acc);
     __m512 scale_v[NRV];
 #pragma GCC unroll 8
     for (int v = 0; v < NRV; ++v) scale_v[v] = _mm512_loadu_ps(col_scale + v * W);
@@ -110,24 +119,8 @@ __attribute__((noinline)) void score_p_block_pairs(const uint32_t *q, int64_t ld
     using fbatch = xsimd::batch<float, Arch>;
     static_assert(NRV % 2 == 0, "P is stored two vectors at a time");
     constexpr int W = lanes<Arch>;
-    constexpr int nr = panel_keys<Arch>;
     __m512 acc[Rows][NRV];
-#pragma GCC unroll 32
-    for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 8
-        for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_setzero_ps();
-    for (int64_t d = 0; d < pairs; ++d) {
-        __m512bh kv[NRV];
-#pragma GCC unroll 8
-        for (int v = 0; v < NRV; ++v)
-            kv[v] = (__m512bh)_mm512_loadu_si512(panel + (d * nr + v * W) * 2);
-#pragma GCC unroll 32
-        for (int r = 0; r < Rows; ++r) {
-            const __m512bh qv = (__m512bh)_mm512_set1_epi32(int(q[r * ldq + d]));
-#pragma GCC unroll 8
-            for (int v = 0; v < NRV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], qv, kv[v]);
-        }
-    }
+    panel_products<Arch, Rows, NRV>(q, ldq, panel, pairs, acc);
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r) {
         const __m512 shift = _mm512_set1_ps(-(m_ref[r] * 1.44269504088896341f));
