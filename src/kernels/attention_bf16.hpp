@@ -104,8 +104,12 @@ inline void score_block_pairs_any(int rows, int vectors, const uint32_t *q, int6
 // block sees: with acc the products, P = 2^(acc col_scale_log2e[c] - m_ref[r] log2 e)
 // (exp2_for_bf16; col_scale_log2e[c] = the key's factor of S times log2 e), its lane-wise sums
 // added at sums + r * W, then (Scaled) P times p_scale[c] where P is not 0, as exp_row_pairs,
-// rounded to bf16 at p16 + r * ldp (bf16 elements). Neither S nor its max is kept: the
-// epilogue's operations share the VDPBF16PS pipes, and the exponent comes in one multiply-add
+// rounded to bf16 at p16 + r * ldp (bf16 elements). The exponent's roundings (of the key's
+// factor times log2 e, of m_ref log2 e, and the multiply-add's own) put P within 3.0e-6 +
+// 1.2e-7 (|S| + |m_ref|) relative, where S - m, then its product, put it within 3.0e-6 +
+// 7.5e-8 |S - m| (exp_for_bf16): still ~90 times finer than P's rounding to bf16 (2^-9)
+// while |S| and |m_ref| stay below 80. Neither S nor its max is kept: the epilogue's
+// operations share the VDPBF16PS pipes, and the exponent comes in one multiply-add
 // from the products where S, S - m and (S - m) log2 e took a multiply each and a subtract,
 // with a max beside them. Not inlined: in the loops over panels and rows the compiler hoisted
 // the exponential's constants out of them, into registers the accumulators then lacked (two
