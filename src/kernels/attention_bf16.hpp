@@ -597,9 +597,10 @@ struct bf16_scores {
                 m_ref[r] = attention_detail::running_max<Arch>(
                     m[r], reduce_max<Arch>(fbatch::load_aligned(score_max + r * W)));
                 if (m_ref[r] != m_ref[r] || m_ref[r] == -neg_inf) return false;
-                if (m_ref[r] == neg_inf && attention_detail::tile_columns(t, r, j0, cols).hi >
-                                               attention_detail::tile_columns(t, r, j0, cols).lo)
-                    return false;  // nothing to start from
+                if (m_ref[r] == neg_inf) {
+                    const key_range seen = attention_detail::tile_columns(t, r, j0, cols);
+                    if (seen.hi > seen.lo) return false;  // nothing to start from
+                }
             }
             for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_s) {
                 const int rr = static_cast<int>(t.rows - r0 < blk::mr_s ? t.rows - r0 : blk::mr_s);
