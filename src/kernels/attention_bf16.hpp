@@ -100,6 +100,12 @@ inline void score_block_pairs_any(int rows, int vectors, const uint32_t *q, int6
     score_block_pairs<Arch, Rows, NRV>(q, ldq, panel, pairs, col_scale, s, lds, row_max);
 }
 
+// P times its keys' factors (the vector at `factor`) where P is not 0: a hidden key's P stays
+// 0 whatever its factor (0 times an inf or NaN scale would be NaN).
+inline __m512 times_where_nonzero(__m512 p, const float *factor) {
+    return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(p, _mm512_setzero_ps(), _CMP_NEQ_UQ), p, _mm512_load_ps(factor));
+}
+
 // score_block_pairs with P formed in its epilogue, for a panel of NRV vectors every row of the
 // block sees: with acc the products, P = 2^(acc col_scale_log2e[c] - m_ref[r] log2 e)
 // (exp2_for_bf16; col_scale_log2e[c] = the key's factor of S times log2 e), its lane-wise sums
@@ -139,8 +145,7 @@ __attribute__((noinline)) void score_p_block_pairs(const uint32_t *q, int64_t ld
         for (int v = 2; v < NRV; v += 2) sum += fbatch(p[v]) + fbatch(p[v + 1]);
 #pragma GCC unroll 8
         for (int v = 0; Scaled && v < NRV; ++v)
-            p[v] = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(p[v], _mm512_setzero_ps(), _CMP_NEQ_UQ),
-                                       p[v], _mm512_load_ps(p_scale + v * W));
+            p[v] = times_where_nonzero(p[v], p_scale + v * W);
         (fbatch::load_aligned(sums + r * W) + sum).store_aligned(sums + r * W);
 #pragma GCC unroll 8
         for (int v = 0; v < NRV; v += 2)
@@ -187,14 +192,26 @@ void p_of_block(int rows, int vectors, const float *s, int64_t lds, const float 
                 const fbatch e = exp_for_bf16<Arch>(fbatch::load_aligned(s + r * lds + (v + i) * W) - shift);
                 sum += e;
                 x[i] = e;
-                if (p_scale)
-                    x[i] = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x[i], _mm512_setzero_ps(), _CMP_NEQ_UQ),
-                                               x[i], _mm512_load_ps(p_scale + (v + i) * W));
+                if (p_scale) x[i] = times_where_nonzero(x[i], p_scale + (v + i) * W);
             }
             _mm512_storeu_si512(p16 + r * ldp + v * W, (__m512i)_mm512_cvtne2ps_pbh(x[1], x[0]));
         }
         (fbatch::load_aligned(sums + r * W) + sum).store_aligned(sums + r * W);
     }
+}
+
+// How score_blocks forms a block over bf16-pair panels (panels_at, pairs apart): the
+// products of the block's Q pairs (q, rows pairs apart) with panel p, key c's scores times
+// col_scale[c].
+template <class Arch>
+auto pair_scores(const uint32_t *q, int64_t pairs, const uint16_t *panels_at, const float *col_scale) {
+    using blk = attention_blocking<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    return [=](int64_t r0, int64_t rr, int64_t p, int vectors, float *s_at, float *row_max) {
+        score_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors>(
+            static_cast<int>(rr), vectors, q + r0 * pairs, pairs, panels_at + p * nr * pairs * 2,
+            pairs, col_scale + p * nr, s_at, blk::bc, row_max);
+    };
 }
 
 // tile_scores (attention.hpp) over bf16-pair panels, key c's scores times col_scale[c]
@@ -204,15 +221,8 @@ template <class Arch>
 void tile_scores_pairs(const attention_tile &t, int64_t j0, int64_t cols, const uint32_t *q,
                        int64_t pairs, const uint16_t *panels_at, int64_t panels,
                        const float *col_scale, float *s, float *score_max) {
-    using blk = attention_blocking<Arch>;
-    constexpr int nr = panel_keys<Arch>;
-    attention_detail::score_blocks<Arch, blk::mr_s>(
-        t, j0, cols, panels, s, score_max,
-        [&](int64_t r0, int64_t rr, int64_t p, int vectors, float *s_at, float *row_max) {
-            score_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors>(
-                static_cast<int>(rr), vectors, q + r0 * pairs, pairs,
-                panels_at + p * nr * pairs * 2, pairs, col_scale + p * nr, s_at, blk::bc, row_max);
-        });
+    attention_detail::score_blocks<Arch, attention_blocking<Arch>::mr_s>(
+        t, j0, cols, panels, s, score_max, pair_scores<Arch>(q, pairs, panels_at, col_scale));
 }
 
 // Row r's P over the keys j0 .. j0+cols-1 of a tile as bf16, in place of its scores (its bf16
@@ -257,9 +267,7 @@ xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, k
                 p = attention_detail::apply_dropout<Arch>(p, key, j0 + c, t.dropout_threshold,
                                                           t.dropout_keep);
             __m512 x = p;
-            if constexpr (decltype(scaled)::value)
-                x = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ), x,
-                                        _mm512_load_ps(p_scale + c));
+            if constexpr (decltype(scaled)::value) x = times_where_nonzero(x, p_scale + c);
             return x;
         };
         int64_t c = from;
@@ -555,43 +563,32 @@ struct bf16_scores {
         tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
         for (int64_t c = nr; c < panels * nr; ++c) col_scale_log2e[c] = col_scale[c] * 1.44269504088896341f;
         const float *p_scale = Codes ? key_factors : nullptr;
-        alignas(64) float cut_max[blk::mr_s * W];
         alignas(64) float m_ref[blk::br];
         for (int64_t r = 0; r < t.rows; ++r) {
             fbatch(neg_inf).store_aligned(score_max + r * W);
             fbatch(0.0f).store_aligned(tile_lanes + r * W);
         }
+        auto form = pair_scores<Arch>(q, pairs, k_at, col_scale);
         for (int64_t p = 0; p < panels; ++p) {
-            for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_s) {
-                const int rr = static_cast<int>(t.rows - r0 < blk::mr_s ? t.rows - r0 : blk::mr_s);
+            attention_detail::panel_blocks<Arch, blk::mr_s>(t, j0, cols, p, [&](int64_t r0, int rr, int vectors, bool whole) {
                 uint16_t *p_at = reinterpret_cast<uint16_t *>(s + r0 * blk::bc) + p * nr;
-                const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, p * nr);
                 if (vectors == 0) {  // hidden from every row of the block
                     for (int i = 0; i < rr; ++i)
                         std::memset(p_at + i * 2 * blk::bc, 0, sizeof(uint16_t) * nr);
-                    continue;
-                }
-                const bool whole = attention_detail::block_sees_all(t, r0, rr, j0, cols, p * nr,
-                                                                    p * nr + vectors * W);
-                if (p > 0 && whole && vectors == blk::nr_vectors) {
+                } else if (p > 0 && whole && vectors == blk::nr_vectors) {
                     score_p_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors, Codes>(
                         rr, q + r0 * pairs, pairs, k_at + p * nr * pairs * 2, pairs,
                         col_scale_log2e + p * nr, Codes ? p_scale + p * nr : nullptr, m_ref + r0,
                         p_at, 2 * blk::bc, tile_lanes + r0 * W);
-                    continue;
+                } else {
+                    attention_detail::score_block<Arch, blk::mr_s>(t, j0, cols, p, r0, rr, vectors,
+                                                                   whole, s, score_max, form);
+                    if (p > 0)
+                        p_of_block<Arch>(rr, vectors, s + r0 * blk::bc + p * nr, blk::bc, m_ref + r0,
+                                         Codes ? p_scale + p * nr : nullptr, p_at, 2 * blk::bc,
+                                         tile_lanes + r0 * W);
                 }
-                float *s_at = s + r0 * blk::bc + p * nr;
-                score_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors>(
-                    rr, vectors, q + r0 * pairs, pairs, k_at + p * nr * pairs * 2, pairs,
-                    col_scale + p * nr, s_at, blk::bc, whole ? score_max + r0 * W : cut_max);
-                if (!whole)
-                    attention_detail::hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at,
-                                                       blk::bc, score_max);
-                if (p > 0)
-                    p_of_block<Arch>(rr, vectors, s_at, blk::bc, m_ref + r0,
-                                     Codes ? p_scale + p * nr : nullptr, p_at, 2 * blk::bc,
-                                     tile_lanes + r0 * W);
-            }
+            });
             if (p > 0) continue;
             for (int64_t r = 0; r < t.rows; ++r) {  // the offsets, then the first panel's P
                 m_ref[r] = attention_detail::running_max<Arch>(
@@ -602,14 +599,12 @@ struct bf16_scores {
                     if (seen.hi > seen.lo) return false;  // nothing to start from
                 }
             }
-            for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_s) {
-                const int rr = static_cast<int>(t.rows - r0 < blk::mr_s ? t.rows - r0 : blk::mr_s);
-                const int vectors = attention_detail::panel_vectors<Arch>(t, r0, rr, j0, 0);
+            attention_detail::panel_blocks<Arch, blk::mr_s>(t, j0, cols, 0, [&](int64_t r0, int rr, int vectors, bool) {
                 if (vectors > 0)
                     p_of_block<Arch>(rr, vectors, s + r0 * blk::bc, blk::bc, m_ref + r0, p_scale,
                                      reinterpret_cast<uint16_t *>(s + r0 * blk::bc), 2 * blk::bc,
                                      tile_lanes + r0 * W);
-            }
+            });
         }
         for (int64_t r = 0; r < t.rows; ++r)
             if (xsimd::any(fbatch::load_aligned(tile_lanes + r * W) > fbatch(p_sum_limit))) return false;

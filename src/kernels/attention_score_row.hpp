@@ -112,34 +112,53 @@ void hide_block(const attention_tile &t, int64_t r0, int64_t rr, int64_t j0, int
     }
 }
 
+// The blocks of up to Rows rows of the key tile at j0 (cols keys) over its panel p, in order:
+// visit(r0, rr, vectors, whole) for rows r0 .. r0+rr-1, with the panel's first `vectors` key
+// vectors those rows need (panel_vectors; 0: the panel is hidden from every row of the block)
+// and whether every row of the block sees them all (block_sees_all; false where vectors is 0).
+template <class Arch, int Rows, class Visit>
+void panel_blocks(const attention_tile &t, int64_t j0, int64_t cols, int64_t p, Visit visit) {
+    constexpr int W = lanes<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    for (int64_t r0 = 0; r0 < t.rows; r0 += Rows) {
+        const int rr = static_cast<int>(t.rows - r0 < Rows ? t.rows - r0 : Rows);
+        const int vectors = panel_vectors<Arch>(t, r0, rr, j0, p * nr);
+        const bool whole = vectors > 0 && block_sees_all(t, r0, rr, j0, cols, p * nr, p * nr + vectors * W);
+        visit(r0, rr, vectors, whole);
+    }
+}
+
+// One score block of panel_blocks (vectors > 0): its S formed by form(r0, rr, p, vectors, s_at,
+// row_max), S of row r0 at s_at = s + r0 bc + p nr (rows bc apart), raising the lane-wise
+// maxima at row_max: score_max's rows where the block is whole, else scratch ones and
+// hide_block hides the lanes and raises score_max.
+template <class Arch, int Rows, class Form>
+void score_block(const attention_tile &t, int64_t j0, int64_t cols, int64_t p, int64_t r0, int rr,
+                 int vectors, bool whole, float *s, float *score_max, Form &form) {
+    constexpr int W = lanes<Arch>;
+    constexpr int nr = panel_keys<Arch>;
+    constexpr int64_t bc = attention_blocking<Arch>::bc;
+    alignas(64) float cut_max[Rows * W] = {};  // a cut block's maxima: raised, never read
+    float *s_at = s + r0 * bc + p * nr;
+    form(r0, rr, p, vectors, s_at, whole ? score_max + r0 * W : cut_max);
+    if (!whole) hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at, bc, score_max);
+}
+
 // The score blocks of the key tile at j0 (cols keys, `panels` panels), for every scores
 // policy: score_max[r] set to -inf, then for each panel p (one K panel stays in L1 across the
-// row blocks) and each block of up to Rows rows r0 .. r0+rr-1, the panel's first `vectors`
-// key vectors its rows need (panel_vectors; none: the block is skipped) formed by
-// form(r0, rr, p, vectors, s_at, row_max), S of row r0 at s_at (rows bc apart), raising the
-// lane-wise maxima at row_max: score_max's rows where every row of the block sees them all,
-// else scratch ones and hide_block hides the lanes and raises score_max. So score_max ends as
-// each row's max over its visible scores (NaN left out), whatever forms the products.
+// row blocks) each block of panel_blocks its rows see some of, by score_block. So score_max
+// ends as each row's max over its visible scores (NaN left out), whatever forms the products.
 template <class Arch, int Rows, class Form>
 void score_blocks(const attention_tile &t, int64_t j0, int64_t cols, int64_t panels, float *s,
                   float *score_max, Form form) {
     using fbatch = xsimd::batch<float, Arch>;
     constexpr int W = lanes<Arch>;
-    constexpr int nr = panel_keys<Arch>;
-    constexpr int64_t bc = attention_blocking<Arch>::bc;
     for (int64_t r = 0; r < t.rows; ++r)
         fbatch(-std::numeric_limits<float>::infinity()).store_aligned(score_max + r * W);
-    alignas(64) float cut_max[Rows * W] = {};  // a cut block's maxima, set by hide_block
     for (int64_t p = 0; p < panels; ++p)
-        for (int64_t r0 = 0; r0 < t.rows; r0 += Rows) {
-            const int64_t rr = t.rows - r0 < Rows ? t.rows - r0 : Rows;
-            const int vectors = panel_vectors<Arch>(t, r0, rr, j0, p * nr);
-            if (vectors == 0) continue;
-            const bool whole = block_sees_all(t, r0, rr, j0, cols, p * nr, p * nr + vectors * W);
-            float *s_at = s + r0 * bc + p * nr;
-            form(r0, rr, p, vectors, s_at, whole ? score_max + r0 * W : cut_max);
-            if (!whole) hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at, bc, score_max);
-        }
+        panel_blocks<Arch, Rows>(t, j0, cols, p, [&](int64_t r0, int rr, int vectors, bool whole) {
+            if (vectors > 0) score_block<Arch, Rows>(t, j0, cols, p, r0, rr, vectors, whole, s, score_max, form);
+        });
 }
 
 // Row r of S for keys j0 + c, c in cols = [lo, hi) (a range of tile_columns): the score
