@@ -239,7 +239,7 @@ void load_key_tile_pairs(const struct attention_backward_tile &t, const pair_lay
     attention_bf16_detail::pack_k_pairs<Arch>(v_rows, 0, t.keys, t.dim_v, backward_bk / nr,
                                               v_panels);
     auto *k_pairs = reinterpret_cast<uint16_t *>(base + at.k_key_pairs);
-    attention_bf16_detail::pack_v_pairs<Arch>(k_rows, 0, t.keys, t.dim_qk, at.dk_pad, k_pairs);
+    attention_bf16_detail::pack_v_pairs<Arch>(k_rows, 0, t.keys, t.dim_qk, at.dk_pad, at.dk_pad, k_pairs);
     for (int64_t x = (t.keys + 1) / 2 * at.dk_pad; x < backward_bk / 2 * at.dk_pad; ++x)
         base[at.k_key_pairs + x] = 0.0f;  // key pairs past the tile's keys
     for (int64_t x = 0; x < backward_bk * at.dk_pad; ++x) base[at.dk_acc + x] = 0.0f;

@@ -25,12 +25,17 @@ void pack_k_entry(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim
                        reinterpret_cast<uint16_t *>(packed));
 }
 
-// V as pair rows of ld 32-bit words (2 ld bf16 values: dims of two keys interleaved).
+// V as pair rows (dims of two keys interleaved) of dim_v rounded up to a vector, 32-bit words,
+// in column chunks (v_pair_rows): (keys + 1) / 2 of them fit the keys * ld floats given.
+template <class Arch>
+int64_t v_pair_words(int64_t dim_v) {
+    return attention_detail::round_up(dim_v, lanes<Arch>);
+}
 template <class Arch, bool Codes>
 void pack_v_entry(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, float *packed,
-                  int64_t ld) {
-    pack_v_pairs<Arch>(Codes ? v.codes() : v, first, keys, dim_v, ld,
-                       reinterpret_cast<uint16_t *>(packed));
+                  int64_t) {
+    pack_v_pairs<Arch>(Codes ? v.codes() : v, first, keys, dim_v, v_pair_words<Arch>(dim_v),
+                       v_chunk_words<Arch>, reinterpret_cast<uint16_t *>(packed));
 }
 
 inline void use_k_pairs(attention_tile &t, const float *packed) {
@@ -38,9 +43,11 @@ inline void use_k_pairs(attention_tile &t, const float *packed) {
 }
 
 // t.v keeps the stored rows, for the keys taken one at a time.
-inline void use_v_pairs(attention_tile &t, const float *packed, int64_t ld) {
+template <class Arch>
+void use_v_pairs(attention_tile &t, const float *packed, int64_t, int64_t keys) {
     t.v_pairs = reinterpret_cast<const uint16_t *>(packed);
-    t.v_pairs_ld = 2 * ld;
+    t.v_pairs_ld = v_pair_words<Arch>(t.dim_v);
+    t.v_pairs_rows = (keys + 1) / 2;
 }
 
 template <class Arch, bool Codes>
@@ -63,7 +70,7 @@ attention_impl pairs_entry() {
     e.pack_k = &pack_k_entry<Arch, Codes>;
     e.pack_v = &pack_v_entry<Arch, Codes>;
     e.use_packed_k = &use_k_pairs;
-    e.use_packed_v = &use_v_pairs;
+    e.use_packed_v = &use_v_pairs<Arch>;
     e.forward_tile = &forward_tile<Arch, Codes>;
     e.weights_tile = &weights_tile<Arch, Codes>;
     return e;

@@ -16,7 +16,7 @@ namespace attention_entries_detail {
 inline void use_f32_panels(attention_tile &t, const float *packed) { t.k_packed = packed; }
 
 // V as padded f32 rows, read as such (not paged).
-inline void use_padded_v(attention_tile &t, const float *packed, int64_t ld) {
+inline void use_padded_v(attention_tile &t, const float *packed, int64_t ld, int64_t) {
     t.v = kv_rows{};
     t.v.base = packed;
     t.v.type = ATTN_DTYPE_F32;

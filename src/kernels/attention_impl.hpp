@@ -74,16 +74,17 @@ struct attention_impl {
     // Packing once per head (pack_k null: K and V are read where they live):
     //   pack_k: K rows first .. keys_end - 1 into `panels` panels of nr keys, from `packed`
     //     on, k_floats_per_key(dim_qk) floats a key (k_pairs: two bf16 dims to a 32-bit word);
-    //   pack_v: V rows first .. first + keys - 1 into rows of ld floats (ld >= dim_v);
+    //   pack_v: V rows first .. first + keys - 1 into rows of ld floats (ld >= dim_v; the
+    //     pair entries lay them out their own way in as many floats);
     //   use_packed_k / use_packed_v: point a tile at them (use_packed_k: at the panel that
-    //     holds key 0 of the tile's key axis).
+    //     holds key 0 of the tile's key axis; use_packed_v: with pack_v's ld and keys).
     bool k_pairs;
     void (*pack_k)(const core::kv_rows &k, int64_t first, int64_t keys_end, int64_t dim_qk,
                    int64_t panels, float *packed);
     void (*pack_v)(const core::kv_rows &v, int64_t first, int64_t keys, int64_t dim_v,
                    float *packed, int64_t ld);
     void (*use_packed_k)(attention_tile &t, const float *packed);
-    void (*use_packed_v)(attention_tile &t, const float *packed, int64_t ld);
+    void (*use_packed_v)(attention_tile &t, const float *packed, int64_t ld, int64_t keys);
     // The tile (attention_args.hpp's contract), and the weights of its rows.
     void (*forward_tile)(const attention_tile &t);
     void (*weights_tile)(const attention_tile &t, float *weights, int64_t weights_ld,

@@ -5,7 +5,8 @@
 // last dim): one 512-bit load is 16 keys x 2 dims, the operand VDPBF16PS pairs with a
 // broadcast pair of Q. That is the 32-bit transpose of the K rows, which for bf16 rows of an
 // even dim is exactly the f32 panel packing applied to 32-bit words.
-// V pair rows: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16 (pack_v_pairs).
+// V pair rows: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16, in column chunks
+// (pack_v_pairs).
 // Values are taken as stored (bf16), or rounded once (f32, f16, a quantized cache's values
 // under ATTN_FPMATH_BF16, or its codes for the bf16_code_pairs entry: kv_rows::codes, which
 // bf16 holds exactly), read 16 at a time by the row reader.
@@ -118,10 +119,15 @@ alignas(64) inline constexpr uint16_t interleave_words[2][32] = {
 // stored: 32 dims, the two rows' words interleaved by two VPERMT2W).
 template <class Arch, class E>
 void pack_v_pairs_of(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
-                       uint16_t *packed) {
+                     int64_t chunk, uint16_t *packed) {
     using reader = row_reader<Arch, E>;
-    for (int64_t m = 0; m < (keys + 1) / 2; ++m) {
-        uint32_t *words = reinterpret_cast<uint32_t *>(packed + m * ld * 2);
+    const int64_t rows = (keys + 1) / 2;
+    for (int64_t m = 0; m < rows; ++m) {
+        // word d of the pair row: in chunk d / chunk, rows of its width one after the other
+        const auto word = [&](int64_t d) {
+            const int64_t c0 = d / chunk * chunk, width = ld - c0 < chunk ? ld - c0 : chunk;
+            return reinterpret_cast<uint32_t *>(packed) + c0 * rows + m * width + (d - c0);
+        };
         const bool second = 2 * m + 1 < keys;
         const reader a(v, first + 2 * m), b = second ? reader(v, first + 2 * m + 1) : a;
         int64_t d = 0;
@@ -130,8 +136,8 @@ void pack_v_pairs_of(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_
             for (; d + 32 <= dim_v; d += 32) {
                 const __m512i x = _mm512_loadu_si512(a.p + d);
                 const __m512i y = second ? _mm512_loadu_si512(b.p + d) : _mm512_setzero_si512();
-                _mm512_storeu_si512(words + d, _mm512_permutex2var_epi16(x, lo, y));
-                _mm512_storeu_si512(words + d + 16, _mm512_permutex2var_epi16(x, hi, y));
+                _mm512_storeu_si512(word(d), _mm512_permutex2var_epi16(x, lo, y));
+                _mm512_storeu_si512(word(d + 16), _mm512_permutex2var_epi16(x, hi, y));
             }
         }
         for (; d + 16 <= dim_v; d += 16) {  // bf16 as stored, any other rounded
@@ -144,12 +150,12 @@ void pack_v_pairs_of(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_
             const __m512i lo = _mm512_cvtepu16_epi32(bf16_of(a));
             const __m512i hi = second ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16_of(b)), 16)
                                       : _mm512_setzero_si512();
-            _mm512_storeu_si512(words + d, _mm512_or_si512(lo, hi));
+            _mm512_storeu_si512(word(d), _mm512_or_si512(lo, hi));
         }
         for (; d < dim_v; ++d)
-            words[d] = uint32_t(convert::f32_to_bf16(a.one(d))) |
+            *word(d) = uint32_t(convert::f32_to_bf16(a.one(d))) |
                        (second ? uint32_t(convert::f32_to_bf16(b.one(d))) << 16 : 0u);
-        for (d = dim_v; d < ld; ++d) words[d] = 0u;
+        for (d = dim_v; d < ld; ++d) *word(d) = 0u;
     }
 }
 
@@ -177,15 +183,19 @@ void pack_k_pairs(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim
     });
 }
 
-// V in pairs of keys: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16 (ld dims apart,
-// ld >= dim_v; zero past dim_v and past the last key), so that one 512-bit load is 16 dims of
-// two keys, the operand VDPBF16PS pairs with a broadcast pair of P. From key rows first + j,
-// j < keys, found through the addressing function, of v.type.
+// V in pairs of keys: pair row m holds keys 2m and 2m + 1 as [dim][2] bf16, ld dims (32-bit
+// words) a row (ld >= dim_v; zero past dim_v and past the last key), so that one 512-bit load
+// is 16 dims of two keys, the operand VDPBF16PS pairs with a broadcast pair of P; the rows in
+// column chunks of `chunk` words (a multiple of 16, or ld: plain rows ld words apart): chunk
+// c holds words [c chunk, c chunk + width) of every row, width = min(chunk, ld - c chunk),
+// the (keys + 1) / 2 rows of it one after the other from word c chunk (keys + 1) / 2 on
+// (attention_bf16.hpp's v_pair_rows reads them). From key rows first + j, j < keys, found
+// through the addressing function, of v.type.
 template <class Arch>
 void pack_v_pairs(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, int64_t ld,
-                  uint16_t *packed) {
+                  int64_t chunk, uint16_t *packed) {
     core::with_kv_format(v.type, [&](auto format) {
-        pack_v_pairs_of<Arch, decltype(format)>(v, first, keys, dim_v, ld, packed);
+        pack_v_pairs_of<Arch, decltype(format)>(v, first, keys, dim_v, ld, chunk, packed);
     });
 }
 

@@ -262,7 +262,7 @@ void forward_call::run_pairs(const sdpa_task &task, int s) const {
         kernels::attention_tile t = make_unit_tile(task.seq, hk, ht, i0, s);
         if (impl.packs()) {
             impl.use_packed_k(t, k_packed);
-            impl.use_packed_v(t, v_padded, plan_.v_ld);
+            impl.use_packed_v(t, v_padded, plan_.v_ld, sp.keys);
         }
         t.out = kernels::element_at(out_, d_.out_type, rows_.out_at(b, h, i0));
         t.out_ld = sp.head_rows > 1 ? d_.out.head : d_.out.seq;

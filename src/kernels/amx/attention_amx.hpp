@@ -209,7 +209,7 @@ struct tile_scores {
 
     // o_row += P V over the keys [a, b) of row r's tile columns (P in bf16 in row r of s).
     static void rest_of_row(const attention_tile &t, const float *s, int64_t r,
-                            int64_t a, int64_t b, const uint16_t *v_pairs, int64_t ldv,
+                            int64_t a, int64_t b, const attention_bf16_detail::v_pair_rows &vp,
                             float *o_row) {
         using blk = attention_blocking<Arch>;
         constexpr int W = lanes<Arch>;
@@ -217,7 +217,7 @@ struct tile_scores {
         const uint16_t *p16 = reinterpret_cast<const uint16_t *>(s + r * blk::bc);
         const int64_t vectors = attention_detail::round_up(t.dim_v, W) / W;
         auto singles = [&](int64_t from, int64_t to) {  // keys from .. to-1 one at a time
-            attention_bf16_detail::add_keys_pairs<Arch>(p16, v_pairs, ldv, from, to, vectors * W, o_row);
+            attention_bf16_detail::add_keys_pairs<Arch>(p16, vp, from, to, vectors * W, o_row);
         };
         const int64_t pa = (a + 1) / 2, pb = b / 2;
         if (pb <= pa) {
@@ -225,11 +225,13 @@ struct tile_scores {
             return;
         }
         const float unit = 1.0f;
-        for (int64_t c0 = 0; c0 < vectors; c0 += 4)
+        for (int64_t c0 = 0; c0 < vectors; c0 += 4) {
+            const auto chunk = vp.from(c0 * W);
             attention_bf16_detail::pv_block_pairs_any<Arch, 1, 4>(
                 1, static_cast<int>(vectors - c0 < 4 ? vectors - c0 : 4),
                 reinterpret_cast<const uint32_t *>(p16) + pa, 0, pb - pa,
-                v_pairs + pa * ldv + c0 * W * 2, ldv, o_row + c0 * W, 0, &unit);
+                chunk.at + pa * chunk.ld, chunk.ld, o_row + c0 * W, 0, &unit);
+        }
         if (a % 2 != 0) singles(a, a + 1);
         if (b % 2 != 0) singles(b - 1, b);
     }
@@ -245,8 +247,7 @@ void tile_scores<Arch, Tiles, Codes>::pv(const attention_tile &t, int64_t j0, in
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
     const attention_bf16_detail::v_pair_rows vp =
         attention_bf16_detail::tile_v_pairs<Arch>(t, Codes, j0, cols, dv_pad, v_buf);
-    const uint16_t *v_pairs = vp.pairs;
-    const int64_t ldv = vp.ld;
+    static_assert(attention_bf16_detail::v_chunk_words<Arch> == 4 * W, "4 vectors of O a chunk of V");
     const int64_t vectors = dv_pad / W;
     for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_block) {
         const int64_t rr = t.rows - r0 < rows_per_block ? t.rows - r0 : rows_per_block;
@@ -261,11 +262,13 @@ void tile_scores<Arch, Tiles, Codes>::pv(const attention_tile &t, int64_t j0, in
         const int64_t first_pair = (shared.lo + 1) / 2, end_pair = shared.hi / 2;
         const int64_t chunks = end_pair > first_pair ? (end_pair - first_pair) / pairs_per_tile : 0;
         if (chunks > 0)
-            for (int64_t c0 = 0; c0 < vectors; c0 += 4)
+            for (int64_t c0 = 0; c0 < vectors; c0 += 4) {
+                const auto chunk = vp.from(c0 * W);
                 pv_tiles_any<Arch, Tiles>(static_cast<int>(vectors - c0 < 4 ? vectors - c0 : 4),
                                           p_words + r0 * blk::bc + first_pair, chunks,
-                                          v_pairs + first_pair * ldv + c0 * W * 2, ldv,
+                                          chunk.at + first_pair * chunk.ld, chunk.ld,
                                           o + r0 * dv_pad + c0 * W, dv_pad);
+            }
         // every other key a row sees, row by row: whole pairs with VDPBF16PS from the V pair
         // rows, a range's odd first or last key from the stored V row
         const int64_t tiled_lo = chunks > 0 ? 2 * first_pair : 0;
@@ -273,10 +276,8 @@ void tile_scores<Arch, Tiles, Codes>::pv(const attention_tile &t, int64_t j0, in
         for (int64_t r = r0; r < r0 + rr; ++r) {
             const key_range own = attention_detail::tile_columns(t, r, j0, cols);
             if (own.lo >= tiled_lo && own.hi <= tiled_hi) continue;  // all on the tiles
-            rest_of_row(t, s, r, own.lo, own.hi < tiled_lo ? own.hi : tiled_lo, v_pairs, ldv,
-                        o + r * dv_pad);
-            rest_of_row(t, s, r, own.lo > tiled_hi ? own.lo : tiled_hi, own.hi, v_pairs, ldv,
-                        o + r * dv_pad);
+            rest_of_row(t, s, r, own.lo, own.hi < tiled_lo ? own.hi : tiled_lo, vp, o + r * dv_pad);
+            rest_of_row(t, s, r, own.lo > tiled_hi ? own.lo : tiled_hi, own.hi, vp, o + r * dv_pad);
         }
     }
 }
