@@ -158,6 +158,9 @@ const typed_case cases[] = {
     {"decode 1 row D128", 1, 4, 4, 1, 2100, 128, 128, ATTN_CAUSAL_NONE, false, false, true, true},
     {"decode 1 row GQA, dropout", 1, 8, 2, 1, 900, 64, 64, ATTN_CAUSAL_NONE, false, false, true,
      true},
+    // V's 80 dims: on the pair paths a whole column chunk of V (64 dims) and a part of one
+    {"prefill D80 values, causal", 1, 2, 1, 100, 300, 64, 80, ATTN_CAUSAL_BOTTOM_RIGHT, false,
+     false, false, true},
 };
 
 class SdpaTyped : public path_test {};
