@@ -74,10 +74,11 @@ struct attention_tile {
     kv_rows v;
     bool v_padded;
     // The bf16-pair path: V packed once per head as pair rows (keys 2m, 2m + 1) in column
-    // chunks (attention_bf16.hpp's v_pair_rows: v_pairs_rows pair rows of v_pairs_ld 32-bit
-    // words), or null (packed tile by tile). t.v still points at the stored rows.
+    // chunks (attention_bf16.hpp's v_pair_rows: v_pairs_rows pair rows of dim_v rounded up to
+    // whole vectors, 32-bit words), or null (packed tile by tile). t.v still points at the
+    // stored rows.
     const uint16_t *v_pairs;
-    int64_t v_pairs_ld, v_pairs_rows;
+    int64_t v_pairs_rows;
 
     int64_t key_begin, key_end;  // key_begin a multiple of the entry's bc
     int64_t first_row;           // query index of tile row 0

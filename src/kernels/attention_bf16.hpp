@@ -295,11 +295,14 @@ xsimd::batch<float, Arch> exp_row_pairs(const attention_tile &t, float *s_row, k
 template <class Arch>
 constexpr int64_t v_chunk_words = int64_t(attention_blocking<Arch>::nv) * lanes<Arch>;
 
-// The V pair rows of a tile's keys, as pack_v_pairs lays them out in chunks: `rows` pair rows a
-// chunk from base, of ld words in all, the tile's pair row 0 being row `first` of them.
+// The V pair rows of a tile's keys, as pack_v_pairs lays them out in chunks of
+// v_chunk_words: `rows` pair rows a chunk from base, of ld words in all, the tile's pair row 0
+// being row `first` of them.
+template <class Arch>
 struct v_pair_rows {
+    static constexpr int64_t chunk = v_chunk_words<Arch>;
     const uint16_t *base;
-    int64_t rows, first, ld, chunk;
+    int64_t rows, first, ld;
     // The chunk holding word c0 (a multiple of `chunk`): the tile's pair row 0 in it, and the
     // bf16 elements between its rows.
     struct rows_of_chunk {
@@ -311,16 +314,16 @@ struct v_pair_rows {
         return {base + 2 * (c0 * rows + first * width), 2 * width};
     }
 };
-// The V pair rows for keys j0 .. j0+cols-1 of a tile: the driver's, packed once for the whole
-// head, or packed here into v_buf (bc * dv_pad floats); codes: t.v's codes (kv_rows::codes).
+// The V pair rows for keys j0 .. j0+cols-1 of a tile, dv_pad words each: the driver's, packed
+// once for the whole head, or packed here into v_buf (bc * dv_pad floats); codes: t.v's codes
+// (kv_rows::codes).
 template <class Arch>
-v_pair_rows tile_v_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols,
-                         int64_t dv_pad, float *v_buf) {
-    constexpr int64_t chunk = v_chunk_words<Arch>;
-    if (t.v_pairs) return {t.v_pairs, t.v_pairs_rows, j0 / 2, t.v_pairs_ld, chunk};
+v_pair_rows<Arch> tile_v_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols,
+                               int64_t dv_pad, float *v_buf) {
+    if (t.v_pairs) return {t.v_pairs, t.v_pairs_rows, j0 / 2, dv_pad};
     auto *packed = reinterpret_cast<uint16_t *>(v_buf);
-    pack_v_pairs<Arch>(codes ? t.v.codes() : t.v, j0, cols, t.dim_v, dv_pad, chunk, packed);
-    return {packed, (cols + 1) / 2, 0, dv_pad, chunk};
+    pack_v_pairs<Arch>(codes ? t.v.codes() : t.v, j0, cols, t.dim_v, dv_pad, v_chunk_words<Arch>, packed);
+    return {packed, (cols + 1) / 2, 0, dv_pad};
 }
 
 // o_row[0 .. dv_pad) += p_j V_j for the keys j = lo .. hi-1 of a tile, in that order: p_j
@@ -331,14 +334,14 @@ v_pair_rows tile_v_pairs(const attention_tile &t, bool codes, int64_t j0, int64_
 // values the pairs hold, whatever the format they were packed from; the other key of a pair
 // is not read.
 template <class Arch>
-inline void add_keys_pairs(const uint16_t *p16, const v_pair_rows &vp, int64_t lo, int64_t hi,
+inline void add_keys_pairs(const uint16_t *p16, const v_pair_rows<Arch> &vp, int64_t lo, int64_t hi,
                            int64_t dv_pad, float *o_row) {
     constexpr int W = lanes<Arch>;
     constexpr int N = static_cast<int>(v_chunk_words<Arch> / W);
     if (hi <= lo) return;
     for (int64_t c0 = 0; c0 < dv_pad; c0 += N * W) {
         const int n = static_cast<int>((dv_pad - c0) / W < N ? (dv_pad - c0) / W : N);
-        const v_pair_rows::rows_of_chunk chunk = vp.from(c0);
+        const auto chunk = vp.from(c0);
         __m512 acc[N];
 #pragma GCC unroll 8
         for (int i = 0; i < N; ++i)
@@ -441,13 +444,13 @@ void pv_tile_pairs(const attention_tile &t, bool codes, int64_t j0, int64_t cols
     constexpr int W = lanes<Arch>;
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
     const int64_t ldp = blk::bc;  // P rows stay bc floats (32-bit words) apart
-    const v_pair_rows vp = tile_v_pairs<Arch>(t, codes, j0, cols, dv_pad, v_buf);
+    const v_pair_rows<Arch> vp = tile_v_pairs<Arch>(t, codes, j0, cols, dv_pad, v_buf);
     static_assert(v_chunk_words<Arch> == blk::nv * W, "a block's vectors are a chunk of V");
     // the pairs of keys every row of a block sees (both keys of a pair in its shared range)
     const int64_t vectors = dv_pad / W;
     for (int64_t c0 = 0; c0 < vectors; c0 += blk::nv) {
         const int nvec = static_cast<int>(vectors - c0 < blk::nv ? vectors - c0 : blk::nv);
-        const v_pair_rows::rows_of_chunk chunk = vp.from(c0 * W);
+        const auto chunk = vp.from(c0 * W);
         for (int64_t r0 = 0; r0 < t.rows; r0 += blk::mr_o) {
             const int rr = static_cast<int>(t.rows - r0 < blk::mr_o ? t.rows - r0 : blk::mr_o);
             const key_range shared = attention_detail::shared_columns(t, r0, r0 + rr, j0, cols);

@@ -27,15 +27,12 @@ void pack_k_entry(const kv_rows &k, int64_t first, int64_t keys_end, int64_t dim
 
 // V as pair rows (dims of two keys interleaved) of dim_v rounded up to a vector, 32-bit words,
 // in column chunks (v_pair_rows): (keys + 1) / 2 of them fit the keys * ld floats given.
-template <class Arch>
-int64_t v_pair_words(int64_t dim_v) {
-    return attention_detail::round_up(dim_v, lanes<Arch>);
-}
 template <class Arch, bool Codes>
 void pack_v_entry(const kv_rows &v, int64_t first, int64_t keys, int64_t dim_v, float *packed,
                   int64_t) {
-    pack_v_pairs<Arch>(Codes ? v.codes() : v, first, keys, dim_v, v_pair_words<Arch>(dim_v),
-                       v_chunk_words<Arch>, reinterpret_cast<uint16_t *>(packed));
+    pack_v_pairs<Arch>(Codes ? v.codes() : v, first, keys, dim_v,
+                       attention_detail::round_up(dim_v, lanes<Arch>), v_chunk_words<Arch>,
+                       reinterpret_cast<uint16_t *>(packed));
 }
 
 inline void use_k_pairs(attention_tile &t, const float *packed) {
@@ -43,10 +40,8 @@ inline void use_k_pairs(attention_tile &t, const float *packed) {
 }
 
 // t.v keeps the stored rows, for the keys taken one at a time.
-template <class Arch>
-void use_v_pairs(attention_tile &t, const float *packed, int64_t, int64_t keys) {
+inline void use_v_pairs(attention_tile &t, const float *packed, int64_t, int64_t keys) {
     t.v_pairs = reinterpret_cast<const uint16_t *>(packed);
-    t.v_pairs_ld = v_pair_words<Arch>(t.dim_v);
     t.v_pairs_rows = (keys + 1) / 2;
 }
 
@@ -70,7 +65,7 @@ attention_impl pairs_entry() {
     e.pack_k = &pack_k_entry<Arch, Codes>;
     e.pack_v = &pack_v_entry<Arch, Codes>;
     e.use_packed_k = &use_k_pairs;
-    e.use_packed_v = &use_v_pairs<Arch>;
+    e.use_packed_v = &use_v_pairs;
     e.forward_tile = &forward_tile<Arch, Codes>;
     e.weights_tile = &weights_tile<Arch, Codes>;
     return e;

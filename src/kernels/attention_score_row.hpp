@@ -5,6 +5,7 @@
 
 #include "kernels/isa_namespace.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -130,15 +131,16 @@ void panel_blocks(const attention_tile &t, int64_t j0, int64_t cols, int64_t p, 
 
 // One score block of panel_blocks (vectors > 0): its S formed by form(r0, rr, p, vectors, s_at,
 // row_max), S of row r0 at s_at = s + r0 bc + p nr (rows bc apart), raising the lane-wise
-// maxima at row_max: score_max's rows where the block is whole, else scratch ones and
-// hide_block hides the lanes and raises score_max.
+// maxima at row_max: score_max's rows where the block is whole, else scratch ones (set only
+// for a cut block, never read) and hide_block hides the lanes and raises score_max.
 template <class Arch, int Rows, class Form>
 void score_block(const attention_tile &t, int64_t j0, int64_t cols, int64_t p, int64_t r0, int rr,
                  int vectors, bool whole, float *s, float *score_max, Form &form) {
     constexpr int W = lanes<Arch>;
     constexpr int nr = panel_keys<Arch>;
     constexpr int64_t bc = attention_blocking<Arch>::bc;
-    alignas(64) float cut_max[Rows * W] = {};  // a cut block's maxima: raised, never read
+    alignas(64) float cut_max[Rows * W];
+    if (!whole) std::fill_n(cut_max, Rows * W, 0.0f);
     float *s_at = s + r0 * bc + p * nr;
     form(r0, rr, p, vectors, s_at, whole ? score_max + r0 * W : cut_max);
     if (!whole) hide_block<Arch>(t, r0, rr, j0, cols, p * nr, vectors, s_at, bc, score_max);

@@ -209,7 +209,7 @@ struct tile_scores {
 
     // o_row += P V over the keys [a, b) of row r's tile columns (P in bf16 in row r of s).
     static void rest_of_row(const attention_tile &t, const float *s, int64_t r,
-                            int64_t a, int64_t b, const attention_bf16_detail::v_pair_rows &vp,
+                            int64_t a, int64_t b, const attention_bf16_detail::v_pair_rows<Arch> &vp,
                             float *o_row) {
         using blk = attention_blocking<Arch>;
         constexpr int W = lanes<Arch>;
@@ -245,7 +245,7 @@ void tile_scores<Arch, Tiles, Codes>::pv(const attention_tile &t, int64_t j0, in
     using blk = attention_blocking<Arch>;
     constexpr int W = lanes<Arch>;
     const uint32_t *p_words = reinterpret_cast<const uint32_t *>(s);
-    const attention_bf16_detail::v_pair_rows vp =
+    const attention_bf16_detail::v_pair_rows<Arch> vp =
         attention_bf16_detail::tile_v_pairs<Arch>(t, Codes, j0, cols, dv_pad, v_buf);
     static_assert(attention_bf16_detail::v_chunk_words<Arch> == 4 * W, "4 vectors of O a chunk of V");
     const int64_t vectors = dv_pad / W;
