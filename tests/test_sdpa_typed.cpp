@@ -297,6 +297,45 @@ TEST_P(SdpaTyped, KeysFarAboveATilesFirstPanel) {
     }
 }
 
+// A key of a later key tile scoring far above what the rows saw in the first: where the pair
+// tiles take each row's running max as the tile's offset, P past it by e^100 (head 0: inf) or
+// e^12 (head 1) must send the tile back to the exact path or stay well rounded. 1100 keys (a
+// tile of 1024 and one of 76) with the key at 1060; not causal, and causal from the bottom
+// right (rows 60.. see it). Checks as KeysFarAboveATilesFirstPanel.
+TEST_P(SdpaTyped, KeysFarAboveTheRunningMax) {
+    const int64_t H = 2, Lq = 100, Lk = 1100, D = 64, planted = 1060;
+    auto one = attn_test::make_context(GetParam().impl, GetParam().isa, 1);
+    for (attn_causal causal : {ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT}) {
+        SCOPED_TRACE(causal == ATTN_CAUSAL_NONE ? "not causal" : "causal");
+        attn_sdpa_desc d = attn_test::make_desc(1, H, H, Lq, Lk, D, D);
+        d.causal = causal;
+        d.q_type = d.kv_type = ATTN_DTYPE_BF16;
+        d.out_type = ATTN_DTYPE_F32;
+        auto qf = attn_test::random_tensor(size_t(H * Lq * D), 5, 0.5f, 1.5f);  // q . k of a key of 1s: ~64
+        auto kf = attn_test::random_tensor(size_t(H * Lk * D), 6, -0.1f, 0.1f);  // |S| < ~1 elsewhere
+        const auto vf = attn_test::random_tensor(size_t(H * Lk * D), 7);
+        for (int64_t c = 0; c < D; ++c) {
+            kf[size_t(planted * D + c)] = 15.0f;         // head 0: S ~ 120, e^S past f32
+            kf[size_t((Lk + planted) * D + c)] = 1.5f;   // head 1: S ~ 12 (scale 1/8)
+        }
+        const stored q = store(qf, ATTN_DTYPE_BF16), k = store(kf, ATTN_DTYPE_BF16), v = store(vf, ATTN_DTYPE_BF16);
+        std::vector<float> out(size_t(H * Lq * D)), out1(out.size()), lse(size_t(H * Lq));
+        d.lse = lse.data();
+        ASSERT_EQ(attn_sdpa(ctx(), &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK) << attn_last_error();
+        d.lse = nullptr;
+        ASSERT_EQ(attn_sdpa(one.get(), &d, q.data(), k.data(), v.data(), out1.data()), ATTN_OK);
+        EXPECT_EQ(0, std::memcmp(out.data(), out1.data(), out.size() * sizeof(float)));
+        std::vector<double> lse64;
+        const auto want = attn_test::sdpa_double(d, q.values, k.values, v.values, &lse64);
+        const double err_plain = norm_error(sdpa_plain(d, q.values, k.values, v.values), want);
+        EXPECT_LE(norm_error(std::vector<double>(out.begin(), out.end()), want),
+                  2.0 * err_plain + 2.0 * type_eps(ATTN_DTYPE_F32))
+            << "plain 16-bit computation's error " << err_plain;
+        for (size_t i = 0; i < lse.size(); ++i)
+            ASSERT_NEAR(lse[i], lse64[i], 1e-5 * (1.0 + std::fabs(lse64[i]))) << "lse " << i;
+    }
+}
+
 // 16-bit K/V and out: the same bits for 1 and all threads, and on a second run (bf16 q and
 // kv take the bf16-pair kernels where the level has them).
 TEST_P(SdpaTyped, BitwiseAcrossThreadCounts) {

@@ -554,12 +554,14 @@ struct bf16_scores {
     }
     // S and P of a tile at once, where the scores are plain (no softcap, mask or ALiBi) and
     // nothing drops (codes: each key's scales as tile and exp_row apply them). Each row's
-    // offset m_ref (its new running max) is taken before the tile's other panels are formed:
-    // max(m, the row's max over the tile's first panel); then P = e^(S - m_ref) for every key,
-    // panel by panel as score_blocks forms S: in the score kernel's epilogue
-    // (score_p_block_pairs) for a (row block, panel) every row of which sees the panel whole,
-    // from the scores stored and hidden (hide_block) for a cut one (p_of_block, as for the
-    // first panel), and 0 for one hidden from all its rows. A row with a lane of P's sums above
+    // offset m_ref (its new running max) is known before the tile's panels are formed: past
+    // the key tile where the rows start, when every row has a running max, that max m (the
+    // first panel is then formed as the others); else max(m, the row's max over the tile's
+    // first panel), which is formed first. Then P = e^(S - m_ref) for every key, panel by
+    // panel as score_blocks forms S: in the score kernel's epilogue (score_p_block_pairs) for
+    // a (row block, panel) every row of which sees the panel whole, from the scores stored
+    // and hidden (hide_block) for a cut one (p_of_block, as for a first panel formed first),
+    // and 0 for one hidden from all its rows. A row with a lane of P's sums above
     // p_sum_limit (so some P may be; P up to 2^20 is as well rounded as below 1, and l and O stay
     // far from overflow; a score past m_ref + 88 gives P = inf), or that sees keys of the tile
     // but none before them nor in its first panel, turns the tile back to tile and exp_row,
@@ -582,9 +584,16 @@ struct bf16_scores {
         const float neg_inf = -std::numeric_limits<float>::infinity();
         alignas(64) float col_scale[blk::bc], col_scale_log2e[blk::bc];
         tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
-        for (int64_t c = nr; c < panels * nr; ++c) col_scale_log2e[c] = col_scale[c] * 1.44269504088896341f;
         const float *p_scale = Codes ? key_factors : nullptr;
         alignas(64) float m_ref[blk::br];
+        // past the first key tile, every row's running max (when each has one) is the offset
+        bool known = j0 > t.key_begin;
+        for (int64_t r = 0; known && r < t.rows; ++r) {
+            known = m[r] > neg_inf && m[r] < -neg_inf;
+            m_ref[r] = m[r];
+        }
+        const int64_t first_fused = known ? 0 : 1;  // the first panel formed in the epilogue
+        for (int64_t c = first_fused * nr; c < panels * nr; ++c) col_scale_log2e[c] = col_scale[c] * 1.44269504088896341f;
         for (int64_t r = 0; r < t.rows; ++r) {
             fbatch(neg_inf).store_aligned(score_max + r * W);
             fbatch(0.0f).store_aligned(tile_lanes + r * W);
@@ -596,7 +605,7 @@ struct bf16_scores {
                 if (vectors == 0) {  // hidden from every row of the block
                     for (int i = 0; i < rr; ++i)
                         std::memset(p_at + i * 2 * blk::bc, 0, sizeof(uint16_t) * nr);
-                } else if (p > 0 && whole && vectors == blk::nr_vectors) {
+                } else if (p >= first_fused && whole && vectors == blk::nr_vectors) {
                     score_p_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors, Codes>(
                         rr, q + r0 * pairs, pairs, k_at + p * nr * pairs * 2, pairs,
                         col_scale_log2e + p * nr, Codes ? p_scale + p * nr : nullptr, m_ref + r0,
@@ -604,13 +613,13 @@ struct bf16_scores {
                 } else {
                     attention_detail::score_block<Arch, blk::mr_s>(t, j0, cols, p, r0, rr, vectors,
                                                                    whole, s, score_max, form);
-                    if (p > 0)
+                    if (p >= first_fused)
                         p_of_block<Arch>(rr, vectors, s + r0 * blk::bc + p * nr, blk::bc, m_ref + r0,
                                          Codes ? p_scale + p * nr : nullptr, p_at, 2 * blk::bc,
                                          tile_lanes + r0 * W);
                 }
             });
-            if (p > 0) continue;
+            if (p >= first_fused) continue;
             for (int64_t r = 0; r < t.rows; ++r) {  // the offsets, then the first panel's P
                 m_ref[r] = attention_detail::running_max<Arch>(
                     m[r], reduce_max<Arch>(fbatch::load_aligned(score_max + r * W)));

@@ -121,8 +121,17 @@ template <class Arch, int Rows, class Visit>
 void panel_blocks(const attention_tile &t, int64_t j0, int64_t cols, int64_t p, Visit visit) {
     constexpr int W = lanes<Arch>;
     constexpr int nr = panel_keys<Arch>;
+    constexpr int nrv = attention_blocking<Arch>::nr_vectors;
+    // a whole panel every row sees (no causal diagonal, window edge or end of keys in it):
+    // every block whole, without asking each block (the tiles of a plain call are all so)
+    const key_range all = shared_columns(t, 0, t.rows, j0, cols);
+    const bool every_whole = all.lo <= p * nr && p * nr + nr <= all.hi;
     for (int64_t r0 = 0; r0 < t.rows; r0 += Rows) {
         const int rr = static_cast<int>(t.rows - r0 < Rows ? t.rows - r0 : Rows);
+        if (every_whole) {
+            visit(r0, rr, nrv, true);
+            continue;
+        }
         const int vectors = panel_vectors<Arch>(t, r0, rr, j0, p * nr);
         const bool whole = vectors > 0 && block_sees_all(t, r0, rr, j0, cols, p * nr, p * nr + vectors * W);
         visit(r0, rr, vectors, whole);
