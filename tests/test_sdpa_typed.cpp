@@ -7,6 +7,7 @@
 // strides; bitwise across thread counts; the f32 entry points refuse other types.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "ref/convert.hpp"
@@ -254,37 +255,30 @@ TEST_P(SdpaTyped, F16InputsAndOutput) {
     }
 }
 
-// The bf16-pair tiles form P with the scores from an offset taken at each tile's first 64
-// keys: keys whose scores rise far above it. Head 0 has a key ~118 above every other score
-// of its rows (e^118 is past f32: P's sums pass their limit, so the tile starts over with its
-// true max; without that, NaN), head 1 one 4-5 above (P up to e^5 before the sum divides it
-// out); 1100 keys (a tile of 1024 and one of 76), not causal and causal.
-// Within the tolerance rule against float64, lse within f32 rounding, and the same bits for 1
-// and all threads.
-TEST_P(SdpaTyped, KeysFarAboveATilesFirstPanel) {
+// bf16 attention over 2 heads of 100 rows and 1100 keys (a key tile of 1024 and one of 76), D
+// 64, q in [0.5, 1.5), K in [-k_range, k_range) with some keys planted by plant(k, causal),
+// for each causal mode: within the tolerance rule against float64, lse within f32 rounding,
+// and the same bits for 1 and all threads (ctx and one).
+void check_planted_keys(attn_context *ctx, attn_context *one, float k_range,
+                        std::initializer_list<attn_causal> modes,
+                        const std::function<void(std::vector<float> &, attn_causal)> &plant) {
     const int64_t H = 2, Lq = 100, Lk = 1100, D = 64;
-    auto one = attn_test::make_context(GetParam().impl, GetParam().isa, 1);
-    for (attn_causal causal : {ATTN_CAUSAL_NONE, ATTN_CAUSAL_TOP_LEFT}) {
+    for (attn_causal causal : modes) {
         SCOPED_TRACE(causal == ATTN_CAUSAL_NONE ? "not causal" : "causal");
         attn_sdpa_desc d = attn_test::make_desc(1, H, H, Lq, Lk, D, D);
         d.causal = causal;
         d.q_type = d.kv_type = ATTN_DTYPE_BF16;
         d.out_type = ATTN_DTYPE_F32;
-        auto qf = attn_test::random_tensor(size_t(H * Lq * D), 5, 0.5f, 1.5f);  // q . k of a key of 2s: ~128
-        auto kf = attn_test::random_tensor(size_t(H * Lk * D), 6, -1.0f, 1.0f);
+        auto qf = attn_test::random_tensor(size_t(H * Lq * D), 5, 0.5f, 1.5f);
+        auto kf = attn_test::random_tensor(size_t(H * Lk * D), 6, -k_range, k_range);
         const auto vf = attn_test::random_tensor(size_t(H * Lk * D), 7);
-        // causal: row i sees keys 0..i, so the planted keys sit below row 99
-        const int64_t far = causal == ATTN_CAUSAL_NONE ? 700 : 90, near = causal == ATTN_CAUSAL_NONE ? 300 : 80;
-        for (int64_t c = 0; c < D; ++c) {
-            kf[size_t(far * D + c)] = 15.0f;             // head 0: S ~ 120, e^S past f32
-            kf[size_t((Lk + near) * D + c)] = 0.75f;     // head 1: S ~ 6
-        }
+        plant(kf, causal);
         const stored q = store(qf, ATTN_DTYPE_BF16), k = store(kf, ATTN_DTYPE_BF16), v = store(vf, ATTN_DTYPE_BF16);
         std::vector<float> out(size_t(H * Lq * D)), out1(out.size()), lse(size_t(H * Lq));
         d.lse = lse.data();
-        ASSERT_EQ(attn_sdpa(ctx(), &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK) << attn_last_error();
+        ASSERT_EQ(attn_sdpa(ctx, &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK) << attn_last_error();
         d.lse = nullptr;
-        ASSERT_EQ(attn_sdpa(one.get(), &d, q.data(), k.data(), v.data(), out1.data()), ATTN_OK);
+        ASSERT_EQ(attn_sdpa(one, &d, q.data(), k.data(), v.data(), out1.data()), ATTN_OK);
         EXPECT_EQ(0, std::memcmp(out.data(), out1.data(), out.size() * sizeof(float)));
         std::vector<double> lse64;
         const auto want = attn_test::sdpa_double(d, q.values, k.values, v.values, &lse64);
@@ -297,43 +291,38 @@ TEST_P(SdpaTyped, KeysFarAboveATilesFirstPanel) {
     }
 }
 
-// A key of a later key tile scoring far above what the rows saw in the first: where the pair
-// tiles take each row's running max as the tile's offset, P past it by e^100 (head 0: inf) or
-// e^12 (head 1) must send the tile back to the exact path or stay well rounded. 1100 keys (a
-// tile of 1024 and one of 76) with the key at 1060; not causal, and causal from the bottom
-// right (rows 60.. see it). Checks as KeysFarAboveATilesFirstPanel.
-TEST_P(SdpaTyped, KeysFarAboveTheRunningMax) {
-    const int64_t H = 2, Lq = 100, Lk = 1100, D = 64, planted = 1060;
+// The bf16-pair tiles form P with the scores from an offset taken at each tile's first 64
+// keys: keys whose scores rise far above it. Head 0 has a key ~118 above every other score
+// of its rows (e^118 is past f32: P's sums pass their limit, so the tile starts over with its
+// true max; without that, NaN), head 1 one 4-5 above (P up to e^5 before the sum divides it
+// out); not causal and causal (row i sees keys 0..i, so the planted keys sit below row 99).
+TEST_P(SdpaTyped, KeysFarAboveATilesFirstPanel) {
     auto one = attn_test::make_context(GetParam().impl, GetParam().isa, 1);
-    for (attn_causal causal : {ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT}) {
-        SCOPED_TRACE(causal == ATTN_CAUSAL_NONE ? "not causal" : "causal");
-        attn_sdpa_desc d = attn_test::make_desc(1, H, H, Lq, Lk, D, D);
-        d.causal = causal;
-        d.q_type = d.kv_type = ATTN_DTYPE_BF16;
-        d.out_type = ATTN_DTYPE_F32;
-        auto qf = attn_test::random_tensor(size_t(H * Lq * D), 5, 0.5f, 1.5f);  // q . k of a key of 1s: ~64
-        auto kf = attn_test::random_tensor(size_t(H * Lk * D), 6, -0.1f, 0.1f);  // |S| < ~1 elsewhere
-        const auto vf = attn_test::random_tensor(size_t(H * Lk * D), 7);
+    check_planted_keys(ctx(), one.get(), 1.0f, {ATTN_CAUSAL_NONE, ATTN_CAUSAL_TOP_LEFT},
+                       [](std::vector<float> &k, attn_causal causal) {
+        const int64_t Lk = 1100, D = 64;
+        const int64_t far = causal == ATTN_CAUSAL_NONE ? 700 : 90, near = causal == ATTN_CAUSAL_NONE ? 300 : 80;
         for (int64_t c = 0; c < D; ++c) {
-            kf[size_t(planted * D + c)] = 15.0f;         // head 0: S ~ 120, e^S past f32
-            kf[size_t((Lk + planted) * D + c)] = 1.5f;   // head 1: S ~ 12 (scale 1/8)
+            k[size_t(far * D + c)] = 15.0f;          // head 0: S ~ 120, e^S past f32
+            k[size_t((Lk + near) * D + c)] = 0.75f;  // head 1: S ~ 6
         }
-        const stored q = store(qf, ATTN_DTYPE_BF16), k = store(kf, ATTN_DTYPE_BF16), v = store(vf, ATTN_DTYPE_BF16);
-        std::vector<float> out(size_t(H * Lq * D)), out1(out.size()), lse(size_t(H * Lq));
-        d.lse = lse.data();
-        ASSERT_EQ(attn_sdpa(ctx(), &d, q.data(), k.data(), v.data(), out.data()), ATTN_OK) << attn_last_error();
-        d.lse = nullptr;
-        ASSERT_EQ(attn_sdpa(one.get(), &d, q.data(), k.data(), v.data(), out1.data()), ATTN_OK);
-        EXPECT_EQ(0, std::memcmp(out.data(), out1.data(), out.size() * sizeof(float)));
-        std::vector<double> lse64;
-        const auto want = attn_test::sdpa_double(d, q.values, k.values, v.values, &lse64);
-        const double err_plain = norm_error(sdpa_plain(d, q.values, k.values, v.values), want);
-        EXPECT_LE(norm_error(std::vector<double>(out.begin(), out.end()), want),
-                  2.0 * err_plain + 2.0 * type_eps(ATTN_DTYPE_F32))
-            << "plain 16-bit computation's error " << err_plain;
-        for (size_t i = 0; i < lse.size(); ++i)
-            ASSERT_NEAR(lse[i], lse64[i], 1e-5 * (1.0 + std::fabs(lse64[i]))) << "lse " << i;
-    }
+    });
+}
+
+// Past a row's first key tile the pair tiles take its running max as the offset: a key of the
+// second tile (1060) far above what the rows saw in the first, by ~120 (head 0: P = inf, the
+// tile starts over) or ~12 (head 1: P up to e^12, well rounded); K elsewhere in [-0.1, 0.1)
+// (|S| < ~1.2). Not causal, and causal from the bottom right (rows 60.. see the key).
+TEST_P(SdpaTyped, KeysFarAboveTheRunningMax) {
+    auto one = attn_test::make_context(GetParam().impl, GetParam().isa, 1);
+    check_planted_keys(ctx(), one.get(), 0.1f, {ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT},
+                       [](std::vector<float> &k, attn_causal) {
+        const int64_t Lk = 1100, D = 64, planted = 1060;
+        for (int64_t c = 0; c < D; ++c) {
+            k[size_t(planted * D + c)] = 15.0f;        // head 0: S ~ 120
+            k[size_t((Lk + planted) * D + c)] = 1.5f;  // head 1: S ~ 12 (scale 1/8)
+        }
+    });
 }
 
 // 16-bit K/V and out: the same bits for 1 and all threads, and on a second run (bf16 q and
