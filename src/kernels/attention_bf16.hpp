@@ -585,6 +585,8 @@ struct bf16_scores {
         alignas(64) float col_scale[blk::bc], col_scale_log2e[blk::bc];
         tile_factors<Arch, Codes>(t, j0, cols, panels, col_scale, key_factors);
         const float *p_scale = Codes ? key_factors : nullptr;
+        // panel p's V scales folded into P (codes), or none
+        const auto p_scale_of = [&](int64_t p) { return Codes ? p_scale + p * nr : nullptr; };
         alignas(64) float m_ref[blk::br];
         // past the first key tile, every row's running max (when each has one) is the offset
         bool known = j0 > t.key_begin;
@@ -608,14 +610,14 @@ struct bf16_scores {
                 } else if (p >= first_fused && whole && vectors == blk::nr_vectors) {
                     score_p_block_pairs_any<Arch, blk::mr_s, blk::nr_vectors, Codes>(
                         rr, q + r0 * pairs, pairs, k_at + p * nr * pairs * 2, pairs,
-                        col_scale_log2e + p * nr, Codes ? p_scale + p * nr : nullptr, m_ref + r0,
+                        col_scale_log2e + p * nr, p_scale_of(p), m_ref + r0,
                         p_at, 2 * blk::bc, tile_lanes + r0 * W);
                 } else {
                     attention_detail::score_block<Arch, blk::mr_s>(t, j0, cols, p, r0, rr, vectors,
                                                                    whole, s, score_max, form);
                     if (p >= first_fused)
                         p_of_block<Arch>(rr, vectors, s + r0 * blk::bc + p * nr, blk::bc, m_ref + r0,
-                                         Codes ? p_scale + p * nr : nullptr, p_at, 2 * blk::bc,
+                                         p_scale_of(p), p_at, 2 * blk::bc,
                                          tile_lanes + r0 * W);
                 }
             });
@@ -631,7 +633,7 @@ struct bf16_scores {
             }
             attention_detail::panel_blocks<Arch, blk::mr_s>(t, j0, cols, 0, [&](int64_t r0, int rr, int vectors, bool) {
                 if (vectors > 0)
-                    p_of_block<Arch>(rr, vectors, s + r0 * blk::bc, blk::bc, m_ref + r0, p_scale,
+                    p_of_block<Arch>(rr, vectors, s + r0 * blk::bc, blk::bc, m_ref + r0, p_scale_of(0),
                                      reinterpret_cast<uint16_t *>(s + r0 * blk::bc), 2 * blk::bc,
                                      tile_lanes + r0 * W);
             });
