@@ -30,6 +30,20 @@
 //                                        vector's cost among the products, in VDPBF16PS: what it
 //                                        takes from them) and exp_alone_in_dp (its cost alone,
 //                                        in the same unit)
+//   machine/decode_row_loops/avx512/threads:1/<type>   (bf16, I8_row, I4_g32, FP8_E4M3_row)
+//                                        the arithmetic of decoding one query row a KV head
+//                                        (D128) over that cache type with nothing else: K's
+//                                        products, the sums, P V, the codes widened as the
+//                                        library widens them, 1024 keys in L2
+//                                        (arch/machine_decode.hpp). Counters: ns_per_key (one
+//                                        key of one KV head), bytes_per_key (its K and V
+//                                        values and scales) and GB/s (the rate at which the
+//                                        loops alone would read the cache): where that is below
+//                                        read_bw_decode, decoding the type at that thread count
+//                                        is bound by its arithmetic, and its best speed-up over
+//                                        a bf16 cache read at the memory's rate is
+//                                        bf16's bytes_per_key / read_bw_decode over this
+//                                        ns_per_key
 //   exp/attn/<isa>/threads:1/4096, exp/xsimd/<isa>/threads:1/4096
 //                                        the library's exp against xsimd::exp, in L1
 // n threads each run the same loop on their own data (std::thread each).
@@ -42,6 +56,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "arch/machine.hpp"
@@ -128,6 +143,22 @@ void bf16_softmax_ceiling(benchmark::State &state, const machine_kernels *k, int
     state.counters["exp_in_dp"] = (both - products) / vectors / per_dp;
     state.counters["exp_alone_in_dp"] = alone / vectors / per_dp;
     state.counters["vdpbf16ps_GFLOP/s"] = 64.0 / per_dp / 1e9;
+}
+
+// machine/decode_row_loops (see the top of the file).
+void decode_row_loops(benchmark::State &state, const machine_kernels *k, int kind) {
+    const int64_t reps = 1 << 8;
+    double seconds = 0.0;
+    for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        benchmark::DoNotOptimize(k->decode_row_loops(kind, reps));
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const double keys = double(reps) * decode_loop_keys * double(state.iterations());
+    const double ns = seconds * 1e9 / keys, bytes = decode_loop_bytes(kind);
+    state.counters["ns_per_key"] = ns;
+    state.counters["bytes_per_key"] = bytes;
+    state.counters["GB/s"] = bytes / ns;
 }
 
 // The last-level (L3) cache of one CPU in bytes, as the machine reports it; 0 if unknown.
@@ -224,6 +255,19 @@ bool register_machine() {
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
         }
+    }
+    for (attn_isa isa : simd_isas()) {
+        const machine_kernels *k = machine_kernels_for(isa);
+        if (!k->decode_row_loops) continue;
+        const std::pair<int, const char *> kinds[] = {{decode_loop_bf16, "bf16"},
+                                                      {decode_loop_i8, "I8_row"},
+                                                      {decode_loop_i4, "I4_g32"},
+                                                      {decode_loop_e4m3, "FP8_E4M3_row"}};
+        for (const auto &kind : kinds)
+            benchmark::RegisterBenchmark(bench_name("machine", "decode_row_loops", isa_name(isa), 1, kind.second).c_str(),
+                                         decode_row_loops, k, kind.first)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
     }
     for (attn_isa isa : bf16_isas()) {
         const machine_kernels *k = machine_kernels_for(isa);

@@ -33,7 +33,27 @@ struct machine_kernels {
     // VDPBF16PS (16 dim products for S = Q K^T and as many for P V) and one such vector, so a
     // round's bf16_products_a_round VDPBF16PS go with bf16_products_a_round / dim of them.
     float (*bf16_products_exp)(int64_t reps, int exps, bool products);
+    // The arithmetic of decoding one query row over decode_loop_keys keys of D128 of a cache
+    // type (decode_loop_kind), in L2, reps rounds (arch/machine_decode.hpp), where the ISA has
+    // the library's widenings of codes (AVX-512; else null).
+    float (*decode_row_loops)(int kind, int64_t reps);
 };
+
+// Keys a round of decode_row_loops, and the cache types it reads (bf16; I8 and E4M3 with a
+// scale a row; I4 with a scale a group of 32).
+inline constexpr int decode_loop_keys = 1024;
+enum decode_loop_kind { decode_loop_bf16, decode_loop_i8, decode_loop_i4, decode_loop_e4m3 };
+
+// The bytes decoding reads for one key of one KV head at D128: its K and V rows' values and
+// their f32 scales.
+inline int decode_loop_bytes(int kind) {
+    constexpr int dim = 128;
+    switch (kind) {
+    case decode_loop_bf16: return 2 * (2 * dim);
+    case decode_loop_i4: return 2 * (dim / 2 + 4 * (dim / 32));
+    default: return 2 * (dim + 4);
+    }
+}
 
 // VDPBF16PS in a round of bf16_products_exp: 16 steps of 24.
 inline constexpr int bf16_products_a_round = 16 * 24;

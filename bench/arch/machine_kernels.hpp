@@ -111,6 +111,7 @@ machine_kernels make_machine_kernels() {
             0.0,
             nullptr,
             0.0,
+            nullptr,
             nullptr};
 }
 
