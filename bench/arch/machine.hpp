@@ -44,15 +44,16 @@ struct machine_kernels {
 inline constexpr int decode_loop_keys = 1024;
 enum decode_loop_kind { decode_loop_bf16, decode_loop_i8, decode_loop_i4, decode_loop_e4m3 };
 
-// The bytes decoding reads for one key of one KV head at D128: its K and V rows' values and
-// their f32 scales.
-inline int decode_loop_bytes(int kind) {
-    constexpr int dim = 128;
-    switch (kind) {
-    case decode_loop_bf16: return 2 * (2 * dim);
-    case decode_loop_i4: return 2 * (dim / 2 + 4 * (dim / 32));
-    default: return 2 * (dim + 4);
-    }
+// A key row's bytes of values at D128 and its f32 scales, of a decode_loop_kind; and the bytes
+// decoding reads for one key of one KV head: its K and V rows' values and scales.
+constexpr int decode_loop_row_bytes(int kind) {
+    return kind == decode_loop_bf16 ? 2 * 128 : kind == decode_loop_i4 ? 128 / 2 : 128;
+}
+constexpr int decode_loop_row_scales(int kind) {
+    return kind == decode_loop_bf16 ? 0 : kind == decode_loop_i4 ? 128 / 32 : 1;
+}
+constexpr int decode_loop_bytes(int kind) {
+    return 2 * (decode_loop_row_bytes(kind) + 4 * decode_loop_row_scales(kind));
 }
 
 // VDPBF16PS in a round of bf16_products_exp: 16 steps of 24.

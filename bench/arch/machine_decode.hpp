@@ -34,7 +34,7 @@ namespace decode_loops {
 namespace widen = attn::kernels::decode_widen;
 using arch = xsimd::avx512f;
 using fbatch = xsimd::batch<float, arch>;
-constexpr int dim = 128, vectors = dim / 16;
+constexpr int dim = 128, vectors = dim / 16;  // (decode_loop_row_bytes' dim)
 
 // One round's rows of one type: codes (or bf16 words) and a scale a row (I4: a group of 32).
 struct rows {
@@ -45,7 +45,6 @@ struct rows {
     alignas(64) float q[dim];
     alignas(64) float p[decode_loop_keys];  // P, in [0, 1] as the softmax leaves it
     alignas(64) float s[decode_loop_keys];
-    alignas(64) float o[dim];
     rows() {
         for (int i = 0; i < decode_loop_keys * dim * 2; ++i) {
             // bf16 words 0x3c.. / 0xbc.. (small values of both signs); codes below the E4M3
@@ -92,16 +91,10 @@ __attribute__((always_inline)) inline void widen_row(const uint8_t *row, const f
     }
 }
 
-// Bytes of a row's codes (values) and of its scales.
-template <int Kind>
-constexpr int row_bytes = Kind == decode_loop_bf16 ? 2 * dim : Kind == decode_loop_i4 ? dim / 2 : dim;
-template <int Kind>
-constexpr int scales_a_row = Kind == decode_loop_bf16 ? 0 : Kind == decode_loop_i4 ? dim / 32 : 1;
-
 template <int Kind>
 float loops(int64_t reps) {
     static rows r;  // (one set a type, outside the timing)
-    constexpr int keys = decode_loop_keys, rb = row_bytes<Kind>, sa = scales_a_row<Kind>;
+    constexpr int keys = decode_loop_keys, rb = decode_loop_row_bytes(Kind), sa = decode_loop_row_scales(Kind);
     constexpr bool row_scale = sa == 1;
     // E4M3 codes read as 2^-120 of their values: 2^60 in q and in the sums, 2^120 in P, as
     // the library folds them (products far from the subnormals)
