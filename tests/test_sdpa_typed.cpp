@@ -255,14 +255,16 @@ TEST_P(SdpaTyped, F16InputsAndOutput) {
     }
 }
 
-// bf16 attention over 2 heads of 100 rows and 1100 keys (a key tile of 1024 and one of 76), D
-// 64, q in [0.5, 1.5), K in [-k_range, k_range) with some keys planted by plant(k, causal),
-// for each causal mode: within the tolerance rule against float64, lse within f32 rounding,
-// and the same bits for 1 and all threads (ctx and one).
+// bf16 attention over planted_heads heads of 100 rows and planted_keys keys (a key tile of 1024
+// and one of 76), D planted_dim, q in [0.5, 1.5), K ([planted_heads, planted_keys,
+// planted_dim]) in [-k_range, k_range) with some keys planted by plant(k, causal), for each
+// causal mode: within the tolerance rule against float64, lse within f32 rounding, and the
+// same bits for 1 and all threads (ctx and one).
+constexpr int64_t planted_heads = 2, planted_keys = 1100, planted_dim = 64;
 void check_planted_keys(attn_context *ctx, attn_context *one, float k_range,
                         std::initializer_list<attn_causal> modes,
                         const std::function<void(std::vector<float> &, attn_causal)> &plant) {
-    const int64_t H = 2, Lq = 100, Lk = 1100, D = 64;
+    const int64_t H = planted_heads, Lq = 100, Lk = planted_keys, D = planted_dim;
     for (attn_causal causal : modes) {
         SCOPED_TRACE(causal == ATTN_CAUSAL_NONE ? "not causal" : "causal");
         attn_sdpa_desc d = attn_test::make_desc(1, H, H, Lq, Lk, D, D);
@@ -300,7 +302,7 @@ TEST_P(SdpaTyped, KeysFarAboveATilesFirstPanel) {
     auto one = attn_test::make_context(GetParam().impl, GetParam().isa, 1);
     check_planted_keys(ctx(), one.get(), 1.0f, {ATTN_CAUSAL_NONE, ATTN_CAUSAL_TOP_LEFT},
                        [](std::vector<float> &k, attn_causal causal) {
-        const int64_t Lk = 1100, D = 64;
+        const int64_t Lk = planted_keys, D = planted_dim;
         const int64_t far = causal == ATTN_CAUSAL_NONE ? 700 : 90, near = causal == ATTN_CAUSAL_NONE ? 300 : 80;
         for (int64_t c = 0; c < D; ++c) {
             k[size_t(far * D + c)] = 15.0f;          // head 0: S ~ 120, e^S past f32
@@ -317,7 +319,7 @@ TEST_P(SdpaTyped, KeysFarAboveTheRunningMax) {
     auto one = attn_test::make_context(GetParam().impl, GetParam().isa, 1);
     check_planted_keys(ctx(), one.get(), 0.1f, {ATTN_CAUSAL_NONE, ATTN_CAUSAL_BOTTOM_RIGHT},
                        [](std::vector<float> &k, attn_causal) {
-        const int64_t Lk = 1100, D = 64, planted = 1060;
+        const int64_t Lk = planted_keys, D = planted_dim, planted = 1060;
         for (int64_t c = 0; c < D; ++c) {
             k[size_t(planted * D + c)] = 15.0f;        // head 0: S ~ 120
             k[size_t((Lk + planted) * D + c)] = 1.5f;  // head 1: S ~ 12 (scale 1/8)

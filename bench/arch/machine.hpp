@@ -33,24 +33,25 @@ struct machine_kernels {
     // VDPBF16PS (16 dim products for S = Q K^T and as many for P V) and one such vector, so a
     // round's bf16_products_a_round VDPBF16PS go with bf16_products_a_round / dim of them.
     float (*bf16_products_exp)(int64_t reps, int exps, bool products);
-    // The arithmetic of decoding one query row over decode_loop_keys keys of D128 of a cache
+    // The arithmetic of decoding one query row over decode_loop_keys keys of decode_loop_dim of a cache
     // type (decode_loop_kind), in L2, reps rounds (arch/machine_decode.hpp), where the ISA has
     // the library's widenings of codes (AVX-512; else null).
     float (*decode_row_loops)(int kind, int64_t reps);
 };
 
-// Keys a round of decode_row_loops, and the cache types it reads (bf16; I8 and E4M3 with a
-// scale a row; I4 with a scale a group of 32).
-inline constexpr int decode_loop_keys = 1024;
+// Keys a round of decode_row_loops and their head dimension, and the cache types it reads
+// (bf16; I8 and E4M3 with a scale a row; I4 with a scale a group of 32).
+inline constexpr int decode_loop_keys = 1024, decode_loop_dim = 128;
 enum decode_loop_kind { decode_loop_bf16, decode_loop_i8, decode_loop_i4, decode_loop_e4m3 };
 
-// A key row's bytes of values at D128 and its f32 scales, of a decode_loop_kind; and the bytes
-// decoding reads for one key of one KV head: its K and V rows' values and scales.
+// A key row's bytes of values and its f32 scales, of a decode_loop_kind; and the bytes decoding
+// reads for one key of one KV head: its K and V rows' values and scales.
 constexpr int decode_loop_row_bytes(int kind) {
-    return kind == decode_loop_bf16 ? 2 * 128 : kind == decode_loop_i4 ? 128 / 2 : 128;
+    constexpr int d = decode_loop_dim;
+    return kind == decode_loop_bf16 ? 2 * d : kind == decode_loop_i4 ? d / 2 : d;
 }
 constexpr int decode_loop_row_scales(int kind) {
-    return kind == decode_loop_bf16 ? 0 : kind == decode_loop_i4 ? 128 / 32 : 1;
+    return kind == decode_loop_bf16 ? 0 : kind == decode_loop_i4 ? decode_loop_dim / 32 : 1;
 }
 constexpr int decode_loop_bytes(int kind) {
     return 2 * (decode_loop_row_bytes(kind) + 4 * decode_loop_row_scales(kind));

@@ -34,25 +34,27 @@ namespace decode_loops {
 namespace widen = attn::kernels::decode_widen;
 using arch = xsimd::avx512f;
 using fbatch = xsimd::batch<float, arch>;
-constexpr int dim = 128, vectors = dim / 16;  // (decode_loop_row_bytes' dim)
+constexpr int dim = decode_loop_dim, vectors = dim / 16;
 
 // One round's rows of one type: codes (or bf16 words) and a scale a row (I4: a group of 32).
 struct rows {
-    alignas(64) uint8_t k[decode_loop_keys * dim * 2];
-    alignas(64) uint8_t v[decode_loop_keys * dim * 2];
-    alignas(64) float k_scale[decode_loop_keys * dim / 32];
-    alignas(64) float v_scale[decode_loop_keys * dim / 32];
+    static constexpr int most_bytes = decode_loop_row_bytes(decode_loop_bf16);  // a row, of any kind
+    static constexpr int most_scales = decode_loop_row_scales(decode_loop_i4);
+    alignas(64) uint8_t k[decode_loop_keys * most_bytes];
+    alignas(64) uint8_t v[decode_loop_keys * most_bytes];
+    alignas(64) float k_scale[decode_loop_keys * most_scales];
+    alignas(64) float v_scale[decode_loop_keys * most_scales];
     alignas(64) float q[dim];
     alignas(64) float p[decode_loop_keys];  // P, in [0, 1] as the softmax leaves it
     alignas(64) float s[decode_loop_keys];
     rows() {
-        for (int i = 0; i < decode_loop_keys * dim * 2; ++i) {
+        for (int i = 0; i < decode_loop_keys * most_bytes; ++i) {
             // bf16 words 0x3c.. / 0xbc.. (small values of both signs); codes below the E4M3
             // NaN code
             k[i] = uint8_t(i % 2 ? (i % 5 ? 0x3c : 0xbc) : (i * 37) % 113);
             v[i] = uint8_t(i % 2 ? (i % 3 ? 0x3c : 0xbc) : (i * 53) % 109);
         }
-        for (int i = 0; i < decode_loop_keys * dim / 32; ++i) k_scale[i] = v_scale[i] = 0.01f + 0.001f * float(i % 7);
+        for (int i = 0; i < decode_loop_keys * most_scales; ++i) k_scale[i] = v_scale[i] = 0.01f + 0.001f * float(i % 7);
         for (int i = 0; i < dim; ++i) q[i] = 0.05f * float(i % 11) - 0.25f;
         for (int c = 0; c < decode_loop_keys; ++c) p[c] = 1.0f / float(1 + c % 17);
     }
